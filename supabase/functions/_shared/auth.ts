@@ -1,0 +1,167 @@
+/**
+ * Who is calling: the bearer token from the request, validated by Supabase
+ * Auth (`auth.getUser(token)`), as an {@linkcode Identity}.
+ *
+ * @module
+ */
+import {
+  type AuthError,
+  createClient,
+  isAuthRetryableFetchError,
+  isAuthSessionMissingError,
+  type SupabaseClient,
+} from "@supabase/supabase-js";
+import { decodeJwt } from "jose";
+import type { FunctionEnv } from "./env.ts";
+import { HttpError } from "./errors.ts";
+
+/** The authenticated caller, as Supabase Auth describes it. */
+export interface Identity {
+  /** `auth.users.id`. */
+  readonly id: string;
+  /** Email, lower-cased; `null` for phone-only or anonymous users. */
+  readonly email: string | null;
+  /** Whether Auth has confirmed the email. */
+  readonly emailConfirmed: boolean;
+}
+
+/** How long Supabase Auth may take before the provider counts as down. */
+export const PROVIDER_TIMEOUT_MS = 5_000;
+
+/** Seconds a client should wait before retrying after a 503. */
+export const RETRY_AFTER_SECONDS = 5;
+
+// Real access tokens are a few hundred bytes to a few KiB; anything far
+// larger or not shaped like a JWT is refused without bothering the provider.
+const _MAX_TOKEN_LENGTH = 16 * 1024;
+const _JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/**
+ * Extracts the token from `Authorization: Bearer <token>`. The header must
+ * start with `Bearer ` exactly (spec 5.1); otherwise 401 `missing_bearer`.
+ *
+ * @example
+ * ```ts
+ * bearerToken(new Request("http://x", { headers: { Authorization: "Bearer abc.def.ghi" } }));
+ * // "abc.def.ghi"
+ * ```
+ */
+export function bearerToken(req: Request): string {
+  const header = req.headers.get("authorization");
+  if (!header?.startsWith("Bearer ")) throw new HttpError("missing_bearer");
+  const token = header.slice("Bearer ".length).trim();
+  if (!token) throw new HttpError("missing_bearer");
+  return token;
+}
+
+/**
+ * Validates a token with Supabase Auth and returns the identity.
+ *
+ * - rejected by Auth: 401 `invalid_token`, `error` = Auth's detail, or
+ *   exactly `JWT expired` when the token's `exp` has passed;
+ * - Auth unreachable, slower than {@linkcode PROVIDER_TIMEOUT_MS}, 5xx or
+ *   rate limiting: 503 `idp_unavailable` with `Retry-After`, so that an
+ *   outage never looks like a bad token to clients.
+ */
+export async function authenticate(
+  token: string,
+  env: FunctionEnv,
+): Promise<Identity> {
+  if (token.length > _MAX_TOKEN_LENGTH || !_JWT_SHAPE.test(token)) {
+    throw _invalidToken("token is malformed");
+  }
+  const { data, error } = await authClient(env, "anon").auth.getUser(token);
+  if (error) throw _classify(error, token);
+  const user = data.user;
+  return {
+    id: user.id,
+    email: user.email ? user.email.toLowerCase() : null,
+    emailConfirmed: Boolean(user.email_confirmed_at),
+  };
+}
+
+// One client per isolate and key: createClient builds fetch wrappers and an
+// auth client each time, which need not happen per request.
+const _clients = new Map<string, SupabaseClient>();
+
+/**
+ * A supabase-js client for server-side calls to Auth, with no session
+ * storage and a {@linkcode PROVIDER_TIMEOUT_MS} timeout on every request.
+ * `"service"` uses the service role key (admin API).
+ */
+export function authClient(
+  env: FunctionEnv,
+  key: "anon" | "service",
+): SupabaseClient {
+  const apiKey = key === "anon" ? env.anonKey : env.serviceRoleKey;
+  const cacheKey = `${env.supabaseUrl}\n${apiKey}`;
+  let client = _clients.get(cacheKey);
+  if (!client) {
+    client = createClient(env.supabaseUrl, apiKey, {
+      auth: {
+        persistSession: false,
+        autoRefreshToken: false,
+        detectSessionInUrl: false,
+      },
+      global: { fetch: _fetchWithTimeout },
+    });
+    _clients.set(cacheKey, client);
+  }
+  return client;
+}
+
+/** The 503 thrown when Auth cannot answer. */
+export function providerUnavailable(cause?: unknown): HttpError {
+  return new HttpError("idp_unavailable", {
+    headers: { "Retry-After": String(RETRY_AFTER_SECONDS) },
+    cause,
+  });
+}
+
+/**
+ * Whether an Auth error means the provider could not answer (network
+ * failure, timeout, 5xx, 429) rather than a refusal.
+ */
+export function isProviderDown(error: AuthError): boolean {
+  return isAuthRetryableFetchError(error) || error.status === 429 ||
+    (error.status ?? 0) >= 500;
+}
+
+function _classify(error: AuthError, token: string): HttpError {
+  if (isProviderDown(error)) return providerUnavailable(error);
+  if (_isExpired(token)) return _invalidToken("JWT expired", "bad_jwt");
+  if (isAuthSessionMissingError(error)) {
+    return _invalidToken(error.message, "session_not_found");
+  }
+  return _invalidToken(error.message, error.code);
+}
+
+function _invalidToken(detail: string, errorCode?: string): HttpError {
+  return new HttpError("invalid_token", {
+    extra: errorCode ? { error: detail, error_code: errorCode } : {
+      error: detail,
+    },
+  });
+}
+
+// Auth words expiry its own way ("token has invalid claims: token is
+// expired"); the spec promises clients exactly "JWT expired".
+function _isExpired(token: string): boolean {
+  try {
+    const { exp } = decodeJwt(token);
+    return typeof exp === "number" && exp * 1000 <= Date.now();
+  } catch {
+    return false;
+  }
+}
+
+function _fetchWithTimeout(
+  input: RequestInfo | URL,
+  init?: RequestInit,
+): Promise<Response> {
+  const timeout = AbortSignal.timeout(PROVIDER_TIMEOUT_MS);
+  const signal = init?.signal
+    ? AbortSignal.any([init.signal, timeout])
+    : timeout;
+  return fetch(input, { ...init, signal });
+}

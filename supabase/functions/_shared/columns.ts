@@ -1,0 +1,75 @@
+/**
+ * Which optional `usuarios` columns this deployment has.
+ *
+ * `auth_user_id` and `last_manual_logout_at` may be absent in older
+ * deployments (spec section 2). The answer is cached per isolate and pool,
+ * and dropped when a statement fails with `undefined_column`, so a column
+ * removed while the function runs is noticed on the next request.
+ *
+ * @module
+ */
+import { isUndefinedColumn, type Sql } from "./db.ts";
+
+/** Presence of the optional columns. */
+export interface OptionalColumns {
+  readonly authUserId: boolean;
+  readonly lastManualLogoutAt: boolean;
+}
+
+const _cache = new WeakMap<Sql, Promise<OptionalColumns>>();
+
+/**
+ * The optional columns of `public.usuarios`, looked up once per pool.
+ *
+ * @example
+ * ```ts
+ * const { authUserId } = await optionalColumns(sql);
+ * ```
+ */
+export function optionalColumns(sql: Sql): Promise<OptionalColumns> {
+  let cached = _cache.get(sql);
+  if (!cached) {
+    cached = _lookup(sql);
+    _cache.set(sql, cached);
+    cached.catch(() => _cache.delete(sql));
+  }
+  return cached;
+}
+
+/** Forgets what is known of the columns, so the next call looks again. */
+export function forgetColumns(sql: Sql): void {
+  _cache.delete(sql);
+}
+
+/**
+ * Runs `work` with the current columns; when it fails with
+ * `undefined_column` (a column was dropped since they were looked up), looks
+ * them up again and runs it once more.
+ */
+export async function withColumns<T>(
+  sql: Sql,
+  work: (columns: OptionalColumns) => Promise<T>,
+): Promise<T> {
+  try {
+    return await work(await optionalColumns(sql));
+  } catch (error) {
+    if (!isUndefinedColumn(error)) throw error;
+    forgetColumns(sql);
+    return await work(await optionalColumns(sql));
+  }
+}
+
+async function _lookup(sql: Sql): Promise<OptionalColumns> {
+  const rows = await sql<{ column_name: string }[]>`
+    select column_name::text
+    from information_schema.columns
+    where table_schema = 'public'
+      and table_name = 'usuarios'
+      and column_name in ('auth_user_id', 'last_manual_logout_at')
+  `;
+  const names = new Set(rows.map((r) => r.column_name));
+  return {
+    authUserId: names.has("auth_user_id"),
+    lastManualLogoutAt: names.has("last_manual_logout_at"),
+  };
+}

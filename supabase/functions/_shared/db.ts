@@ -1,0 +1,58 @@
+/**
+ * Direct Postgres access through `SUPABASE_DB_URL`: one small pool per
+ * isolate, with settings that also work through Supabase's transaction
+ * pooler.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import type { FunctionEnv } from "./env.ts";
+
+/** The postgres.js client type used across the functions. */
+export type Sql = postgres.Sql;
+
+const _pools = new Map<string, Sql>();
+
+/**
+ * The isolate's pool for the environment's database, created on first use.
+ *
+ * `prepare: false` because Supabase's transaction pooler (port 6543) cannot
+ * keep named prepared statements across transactions.
+ *
+ * @example
+ * ```ts
+ * const sql = database(readEnv(denoEnv));
+ * const [row] = await sql`select 1 as one`;
+ * ```
+ */
+export function database(env: Pick<FunctionEnv, "dbUrl" | "dbPoolMax">): Sql {
+  let sql = _pools.get(env.dbUrl);
+  if (!sql) {
+    sql = postgres(env.dbUrl, {
+      max: env.dbPoolMax,
+      prepare: false,
+      idle_timeout: 20,
+      connect_timeout: 5,
+      max_lifetime: 60 * 30,
+      onnotice: () => {},
+      connection: { application_name: "presence-auth-functions" },
+    });
+    _pools.set(env.dbUrl, sql);
+  }
+  return sql;
+}
+
+/**
+ * Closes every pool of this isolate. For tests and for the local stack's
+ * shutdown; deployed isolates simply end.
+ */
+export async function closeDatabases(): Promise<void> {
+  const pools = [..._pools.values()];
+  _pools.clear();
+  await Promise.all(pools.map((sql) => sql.end({ timeout: 5 })));
+}
+
+/** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */
+export function isUndefinedColumn(error: unknown): boolean {
+  return error instanceof postgres.PostgresError && error.code === "42703";
+}

@@ -1,0 +1,124 @@
+/**
+ * The request pipeline both functions share: CORS preflight, method check,
+ * environment, then the function's own work, with every failure turned into
+ * a response in one place.
+ *
+ * @module
+ */
+import { corsHeaders } from "./cors.ts";
+import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
+import { errorResponse, HttpError } from "./errors.ts";
+import { errorText, logEvent } from "./log.ts";
+
+/** Largest request body either function reads (64 KiB). */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** What a function's work receives besides the request. */
+export interface RequestContext {
+  /** The validated environment. */
+  readonly env: FunctionEnv;
+  /** Id of this request, also sent in 500 bodies and log lines. */
+  readonly requestId: string;
+}
+
+/** A function's work, once method and environment have passed. */
+export type Work = (req: Request, ctx: RequestContext) => Promise<Response>;
+
+/**
+ * Wraps a function's work in the shared pipeline. The result is what
+ * `Deno.serve` takes.
+ *
+ * @example
+ * ```ts
+ * Deno.serve(createFunction("presence-ping", denoEnv, presencePing));
+ * ```
+ */
+export function createFunction(
+  name: string,
+  env: EnvSource,
+  work: Work,
+): (req: Request) => Promise<Response> {
+  return async (req) => {
+    const requestId = req.headers.get("x-request-id") ?? crypto.randomUUID();
+    const started = performance.now();
+    let response: Response;
+    try {
+      if (
+        req.method === "OPTIONS" &&
+        req.headers.has("access-control-request-method")
+      ) {
+        response = new Response(null, { status: 204, headers: corsHeaders });
+      } else if (req.method !== "POST") {
+        throw new HttpError("method_not_allowed", {
+          headers: { Allow: "POST, OPTIONS" },
+        });
+      } else {
+        response = await work(req, { env: readEnv(env), requestId });
+      }
+    } catch (error) {
+      response = errorResponse(error, requestId);
+      if (!(error instanceof HttpError) || error.status >= 500) {
+        const cause = error instanceof HttpError ? error.cause : error;
+        logEvent("error", `Request failed in "${name}"`, {
+          request_id: requestId,
+          code: error instanceof HttpError ? error.code : "internal_error",
+          cause: cause === undefined ? undefined : errorText(cause),
+        });
+      }
+    }
+    logEvent("info", "Request handled", {
+      fn: name,
+      request_id: requestId,
+      method: req.method,
+      status: response.status,
+      ms: Math.round(performance.now() - started),
+    });
+    return response;
+  };
+}
+
+/**
+ * Reads the body as text, refusing more than {@linkcode MAX_BODY_BYTES} with
+ * a 413 without buffering the excess. An absent body reads as `""`.
+ */
+export async function readBodyText(req: Request): Promise<string> {
+  const declared = Number(req.headers.get("content-length"));
+  if (declared > MAX_BODY_BYTES) throw new HttpError("payload_too_large");
+  if (!req.body) return "";
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      await reader.cancel();
+      throw new HttpError("payload_too_large");
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  // Invalid UTF-8 becomes U+FFFD, which then fails JSON parsing or schema
+  // validation like any other bad input.
+  return new TextDecoder().decode(bytes);
+}
+
+/**
+ * Parses a JSON body. `undefined` for an empty body; throws `bad_json` when
+ * the text is not JSON.
+ */
+export async function readJsonBody(req: Request): Promise<unknown> {
+  const text = await readBodyText(req);
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new HttpError("bad_json", { cause });
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Log lines and error details that may leave the process, with secrets
+ * removed: no token, key, password or database URL is ever written.
+ *
+ * @module
+ */
+
+// JWTs (access tokens, anon and service keys), Supabase's opaque API keys and
+// credentials inside connection strings.
+const _SECRET_PATTERNS: [RegExp, string][] = [
+  [/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*/g, "[redacted]"],
+  [/sb_(secret|publishable)_[A-Za-z0-9_-]+/g, "[redacted]"],
+  [/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi, "$1[redacted]@"],
+  [/(password["'=:\s]+)[^\s,"'}]+/gi, "$1[redacted]"],
+];
+
+/**
+ * Removes anything that looks like a secret from a text.
+ *
+ * @example
+ * ```ts
+ * redact("connect to postgresql://postgres:pw@db:5432/postgres failed");
+ * // "connect to postgresql://[redacted]@db:5432/postgres failed"
+ * ```
+ */
+export function redact(text: string): string {
+  let out = text;
+  for (const [pattern, replacement] of _SECRET_PATTERNS) {
+    out = out.replace(pattern, replacement);
+  }
+  return out;
+}
+
+/** The message of an unknown thrown value, redacted. */
+export function errorText(error: unknown): string {
+  if (error instanceof Error) return redact(error.message);
+  return redact(String(error));
+}
+
+/**
+ * Writes one structured log line. Every string field is redacted.
+ *
+ * @example
+ * ```ts
+ * logEvent("info", "Presence updated", { fn: "presence-ping", status: 200 });
+ * ```
+ */
+export function logEvent(
+  level: "info" | "warn" | "error",
+  message: string,
+  fields: Record<string, unknown> = {},
+): void {
+  const line: Record<string, unknown> = { level, msg: redact(message) };
+  for (const [key, value] of Object.entries(fields)) {
+    line[key] = typeof value === "string" ? redact(value) : value;
+  }
+  const text = JSON.stringify(line);
+  if (level === "error") console.error(text);
+  else if (level === "warn") console.warn(text);
+  else console.log(text);
+}

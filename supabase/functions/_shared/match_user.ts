@@ -1,0 +1,133 @@
+/**
+ * Which `usuarios` row belongs to an identity (spec 5, DECISIONS
+ * "presence-ping"): the first strategy that finds a row wins, in this order,
+ * with the lowest `id` among several rows of one strategy:
+ *
+ * 1. `auth_user_id` = the identity's id (where the column exists);
+ * 2. `correo` = the email;
+ * 3. `nombre_usuario` = the full email;
+ * 4. `nombre_usuario` = the part of the email before the `@`.
+ *
+ * Emails and usernames compare case-insensitively. A row linked to another
+ * identity is never matched by email or username.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import type { Identity } from "./auth.ts";
+import type { OptionalColumns } from "./columns.ts";
+import type { Sql } from "./db.ts";
+
+/** How a row was matched, in precedence order. */
+export type MatchLevel =
+  | "auth_user_id"
+  | "correo"
+  | "nombre_usuario_email"
+  | "nombre_usuario_local";
+
+/** Levels by their rank in the candidates query. */
+export const MATCH_LEVELS: readonly MatchLevel[] = [
+  "auth_user_id",
+  "correo",
+  "nombre_usuario_email",
+  "nombre_usuario_local",
+];
+
+/**
+ * The part of an email before the last `@`, or `null` when there is none.
+ *
+ * @example
+ * ```ts
+ * emailLocalPart("ana@example.com"); // "ana"
+ * ```
+ */
+export function emailLocalPart(email: string | null): string | null {
+  if (!email) return null;
+  const at = email.lastIndexOf("@");
+  return at > 0 ? email.slice(0, at) : null;
+}
+
+/**
+ * A query fragment selecting `(id, level)` of the one row matched for the
+ * identity, `level` being the 1-based rank in {@linkcode MATCH_LEVELS}.
+ * Each branch is an index lookup (`auth_user_id` unique, `lower(correo)`,
+ * `lower(nombre_usuario)`).
+ */
+export function matchCandidate(
+  sql: Sql,
+  identity: Identity,
+  columns: OptionalColumns,
+): postgres.PendingQuery<postgres.Row[]> {
+  const email = identity.email;
+  const local = emailLocalPart(email);
+  const unlinked = notLinkedElsewhere(sql, identity, columns);
+  const byId = columns.authUserId
+    ? sql`select u.id, 1 as level from public.usuarios u
+          where u.auth_user_id = ${identity.id}::uuid
+          union all`
+    : sql``;
+  return sql`
+    select c.id, c.level from (
+      ${byId}
+      select u.id, 2 as level from public.usuarios u
+        where lower(u.correo) = lower(${email}::text) ${unlinked}
+      union all
+      select u.id, 3 as level from public.usuarios u
+        where lower(u.nombre_usuario) = lower(${email}::text) ${unlinked}
+      union all
+      select u.id, 4 as level from public.usuarios u
+        where lower(u.nombre_usuario) = lower(${local}::text) ${unlinked}
+    ) c
+    order by c.level, c.id
+    limit 1
+  `;
+}
+
+/**
+ * `and (u.auth_user_id is null or u.auth_user_id = <identity>)` where the
+ * column exists: a row linked to another identity is never matched by email
+ * or username. Applies to a table aliased `u`.
+ */
+export function notLinkedElsewhere(
+  sql: Sql,
+  identity: Identity,
+  columns: OptionalColumns,
+): postgres.PendingQuery<postgres.Row[]> {
+  return columns.authUserId
+    ? sql`and (u.auth_user_id is null or u.auth_user_id = ${identity.id}::uuid)`
+    : sql``;
+}
+
+/** A matched row as the admin check needs it. */
+export interface MatchedRow {
+  readonly id: number;
+  readonly rol: string | null;
+  readonly level: MatchLevel;
+}
+
+/**
+ * Finds the identity's row without changing it, or `null`.
+ *
+ * @example
+ * ```ts
+ * const row = await findUsuario(sql, identity, await optionalColumns(sql));
+ * ```
+ */
+export async function findUsuario(
+  sql: Sql,
+  identity: Identity,
+  columns: OptionalColumns,
+): Promise<MatchedRow | null> {
+  const rows = await sql<{ id: string; rol: string | null; level: number }[]>`
+    select u.id, u.rol, c.level
+    from (${matchCandidate(sql, identity, columns)}) c
+    join public.usuarios u on u.id = c.id
+  `;
+  const row = rows[0];
+  if (!row) return null;
+  return {
+    id: Number(row.id),
+    rol: row.rol,
+    level: MATCH_LEVELS[row.level - 1],
+  };
+}

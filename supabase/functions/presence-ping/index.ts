@@ -1,0 +1,4 @@
+// Entry point deployed by `supabase functions deploy presence-ping`.
+import { createPresencePing } from "./handler.ts";
+
+Deno.serve(createPresencePing());
