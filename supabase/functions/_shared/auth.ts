@@ -73,6 +73,11 @@ export async function authenticate(
   const { data, error } = await authClient(env, "anon").auth.getUser(token);
   if (error) throw _classify(error, token);
   const user = data.user;
+  // A ban takes effect at once here, whether or not Auth has already revoked
+  // the user's sessions.
+  if (user.banned_until && Date.parse(user.banned_until) > Date.now()) {
+    throw _invalidToken("User is banned", "user_banned");
+  }
   return {
     id: user.id,
     email: user.email ? user.email.toLowerCase() : null,

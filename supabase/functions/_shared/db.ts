@@ -43,13 +43,16 @@ export function database(env: Pick<FunctionEnv, "dbUrl" | "dbPoolMax">): Sql {
 }
 
 /**
- * Closes every pool of this isolate. For tests and for the local stack's
- * shutdown; deployed isolates simply end.
+ * Closes this isolate's pools: the one for `url`, or all. For tests and the
+ * local stack's shutdown; deployed isolates simply end.
  */
-export async function closeDatabases(): Promise<void> {
-  const pools = [..._pools.values()];
-  _pools.clear();
-  await Promise.all(pools.map((sql) => sql.end({ timeout: 5 })));
+export async function closeDatabases(url?: string): Promise<void> {
+  const urls = url === undefined ? [..._pools.keys()] : [url];
+  await Promise.all(urls.map((u) => {
+    const sql = _pools.get(u);
+    _pools.delete(u);
+    return sql?.end({ timeout: 5 });
+  }));
 }
 
 /** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */

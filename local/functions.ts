@@ -1,0 +1,98 @@
+/**
+ * The Edge Functions the local gateway serves: the very handlers that
+ * deploy, each with the environment `supabase functions serve` would give
+ * it, and its `verify_jwt` setting from `supabase/config.toml`.
+ *
+ * @module
+ */
+import { parse as parseDotenv } from "dotenv";
+import { parse as parseToml } from "smol-toml";
+import { createAuthSync } from "../supabase/functions/auth-sync/handler.ts";
+import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
+import { createPresencePing } from "../supabase/functions/presence-ping/handler.ts";
+import { LOCAL_ADMIN_EMAILS } from "./fixture.ts";
+import { PROJECT_DIR } from "./migrate.ts";
+
+/** A served function. */
+export interface LocalFunction {
+  readonly handler: (req: Request) => Promise<Response>;
+  /** Whether the gateway must check the JWT before the function runs. */
+  readonly verifyJwt: boolean;
+}
+
+/** What the functions' environment is built from. */
+export interface FunctionEnvInput {
+  apiUrl: string;
+  dbUrl: string;
+  anonKey: string;
+  serviceRoleKey: string;
+  /** Overrides applied last (tests). */
+  overrides?: Record<string, string>;
+}
+
+/**
+ * The functions' environment, in increasing precedence: the `SUPABASE_*`
+ * variables of this stack (and the fixture's `ADMIN_EMAILS`), then
+ * `supabase/functions/.env`, then the caller's environment for the
+ * functions' own settings, then `overrides`.
+ */
+export function functionEnv(input: FunctionEnvInput): Map<string, string> {
+  const env = new Map<string, string>([
+    ["SUPABASE_URL", input.apiUrl],
+    ["SUPABASE_ANON_KEY", input.anonKey],
+    ["SUPABASE_SERVICE_ROLE_KEY", input.serviceRoleKey],
+    ["SUPABASE_DB_URL", input.dbUrl],
+    ["ADMIN_EMAILS", LOCAL_ADMIN_EMAILS],
+  ]);
+  for (const [k, v] of Object.entries(_readDotenv())) {
+    // Like `supabase functions serve`: the platform's own names are reserved.
+    if (!k.startsWith("SUPABASE_")) env.set(k, v);
+  }
+  for (const name of FUNCTION_SETTINGS) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env.set(name, value);
+  }
+  for (const [k, v] of Object.entries(input.overrides ?? {})) env.set(k, v);
+  return env;
+}
+
+/** Reads `verify_jwt` of each function from `supabase/config.toml` (default true, as the CLI). */
+export function verifyJwtSettings(): Record<string, boolean> {
+  const config = parseToml(
+    Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
+  ) as { functions?: Record<string, { verify_jwt?: boolean }> };
+  const out: Record<string, boolean> = {};
+  for (const [name, fn] of Object.entries(config.functions ?? {})) {
+    out[name] = fn.verify_jwt ?? true;
+  }
+  return out;
+}
+
+/** Builds the served functions over one environment. */
+export function localFunctions(
+  env: Map<string, string>,
+): Record<string, LocalFunction> {
+  const get = (name: string) => env.get(name);
+  const verify = verifyJwtSettings();
+  return {
+    "presence-ping": {
+      handler: createPresencePing(get),
+      verifyJwt: verify["presence-ping"] ?? true,
+    },
+    "auth-sync": {
+      handler: createAuthSync(get),
+      verifyJwt: verify["auth-sync"] ?? true,
+    },
+  };
+}
+
+function _readDotenv(): Record<string, string> {
+  try {
+    return parseDotenv(
+      Deno.readTextFileSync(`${PROJECT_DIR}supabase/functions/.env`),
+    );
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return {};
+    throw error;
+  }
+}
