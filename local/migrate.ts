@@ -6,10 +6,10 @@
  *
  * @module
  */
-import { fromFileUrl } from "node:path";
+import { fileURLToPath } from "node:url";
 
 /** The project folder that holds `supabase/`. */
-export const PROJECT_DIR = fromFileUrl(new URL("../", import.meta.url));
+export const PROJECT_DIR = fileURLToPath(new URL("../", import.meta.url));
 
 /**
  * The Supabase CLI to run: `SUPABASE_CLI` when set, else the one `npm ci`
@@ -48,7 +48,8 @@ export async function pushMigrations(url: string): Promise<string> {
       PROJECT_DIR,
     ],
     cwd: PROJECT_DIR,
-    env: { DO_NOT_TRACK: "1", SUPABASE_YES: "1" },
+    // Loopback only: no TLS to negotiate.
+    env: { DO_NOT_TRACK: "1", SUPABASE_YES: "1", PGSSLMODE: "disable" },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
