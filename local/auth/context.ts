@@ -1,0 +1,49 @@
+/**
+ * Settings every handler of the stand-in reads, fixed when the API is
+ * created. The constants are the values `supabase start` configures
+ * Supabase Auth with (GOTRUE_JWT_AUD, GOTRUE_JWT_DEFAULT_GROUP_NAME,
+ * GOTRUE_JWT_ADMIN_ROLES, config.toml defaults).
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import type { SigningKey } from "./keys.ts";
+
+/** Everything a handler needs. */
+export interface AuthContext {
+  /** Client on the database holding the `auth` schema. */
+  sql: postgres.Sql;
+  /** HS256 secret; HS256 access tokens signed with it are accepted. */
+  jwtSecret: string;
+  /** ES256 key that signs access tokens. */
+  signingKey: SigningKey;
+  /** Public keys accepted for ES256 tokens (the JWKS). */
+  publicJwks: JsonWebKey[];
+  /** Access token lifetime in seconds. */
+  jwtExpiry: number;
+  /** `iss` claim. */
+  issuer: string;
+  /** Clock in ms. */
+  now: () => number;
+}
+
+/** Default audience (GOTRUE_JWT_AUD). */
+export const DEFAULT_AUD = "authenticated";
+
+/** Role given to new users (GOTRUE_JWT_DEFAULT_GROUP_NAME). */
+export const DEFAULT_ROLE = "authenticated";
+
+/** Roles allowed on /admin (Supabase Auth's default admin roles). */
+export const ADMIN_ROLES: readonly string[] = [
+  "service_role",
+  "supabase_admin",
+];
+
+/** config.toml `[auth] refresh_token_reuse_interval` (seconds). */
+export const REFRESH_TOKEN_REUSE_INTERVAL = 10;
+
+/** config.toml `[auth.email] max_frequency` (ms between emails to a user). */
+export const EMAIL_MAX_FREQUENCY_MS = 1000;
+
+/** Header that overrides the audience of a request. */
+export const AUD_HEADER = "X-JWT-AUD";
