@@ -94,8 +94,15 @@ e2eTest(
       hostname: "127.0.0.1",
       port: 0,
       onListen: () => {},
-    }, async () => {
-      await new Promise((r) => setTimeout(r, 10_000));
+    }, async (req) => {
+      // Answers after 10 s, unless the caller gives up first.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 10_000);
+        req.signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
       return new Response("{}");
     });
     const served = await stack.withFunctionEnv({
