@@ -14,6 +14,7 @@ import {
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
   LOCAL_SERVICE_ROLE_KEY,
+  type SigningKey,
   verifyAccessToken,
 } from "./auth/mod.ts";
 import { bootstrapDatabase } from "./db/bootstrap.ts";
@@ -40,6 +41,8 @@ export interface StackOptions {
   functionEnv?: Record<string, string>;
   /** Create the seeded identities (default true). */
   seedIdentities?: boolean;
+  /** ES256 key to sign access tokens with (default: from dataDir, or new). */
+  signingKey?: SigningKey;
   /** Progress lines, e.g. `console.log`; silent by default. */
   log?: (line: string) => void;
 }
@@ -104,9 +107,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       onnotice: () => {},
     });
     cleanups.push(() => sql.end({ timeout: 5 }));
-    const signingKey = dataDir
-      ? await loadOrCreateSigningKey(`${dataDir}/signing_key.json`)
-      : await generateSigningKey();
+    const signingKey = options.signingKey ??
+      (dataDir
+        ? await loadOrCreateSigningKey(`${dataDir}/signing_key.json`)
+        : await generateSigningKey());
 
     const listener = Deno.listen({
       hostname: host,

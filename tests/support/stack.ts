@@ -14,6 +14,7 @@ import { functionEnv, localFunctions } from "../../local/functions.ts";
 import { createGateway } from "../../local/gateway.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { startStack } from "../../local/stack.ts";
+import { generateSigningKey, type SigningKey } from "../../local/auth/mod.ts";
 
 /** A running stack with helpers to make users and rows. */
 export interface TestStack {
@@ -21,6 +22,8 @@ export interface TestStack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
+  /** The key the local Auth signs access tokens with (absent for an external stack). */
+  readonly signingKey: SigningKey | null;
   /** Direct connection to the stack's database, as the test's own eyes. */
   readonly sql: postgres.Sql;
   /** A fresh anon supabase-js client (no session persisted). */
@@ -78,6 +81,7 @@ export async function startTestStack(
   const external = Deno.env.get("E2E_SUPABASE_URL");
   let apiUrl: string, dbUrl: string, anonKey: string, serviceRoleKey: string;
   let stop: () => Promise<void>;
+  let signingKey: SigningKey | null = null;
   if (external) {
     apiUrl = external;
     dbUrl = _required("E2E_DB_URL");
@@ -88,7 +92,9 @@ export async function startTestStack(
     const db = Deno.env.get("TEST_DATABASE_URL")
       ? await createTestDatabase()
       : null;
+    signingKey = await generateSigningKey();
     const stack = await startStack({
+      signingKey,
       apiPort: 0,
       dbPort: 0,
       dataDir: null,
@@ -117,9 +123,10 @@ export async function startTestStack(
     dbUrl,
     anonKey,
     serviceRoleKey,
+    signingKey,
     sql,
     anon: () => client(anonKey),
-    async withFunctionEnv(overrides) {
+    withFunctionEnv(overrides) {
       const env = functionEnv({
         apiUrl,
         dbUrl,
@@ -138,13 +145,13 @@ export async function startTestStack(
           isValidJwt: () => Promise.resolve(false),
         }),
       );
-      return {
+      return Promise.resolve({
         apiUrl: `http://127.0.0.1:${server.addr.port}`,
         async close() {
           await server.shutdown();
           await closeDatabases(env.get("SUPABASE_DB_URL"));
         },
-      };
+      });
     },
     admin: () => client(serviceRoleKey),
     async createUser(opts = {}) {

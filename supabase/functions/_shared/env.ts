@@ -26,6 +26,17 @@ export interface FunctionEnv {
   readonly adminEmails: ReadonlySet<string>;
   /** Upper bound of the per-isolate connection pool (`DB_POOL_MAX`, default 4). */
   readonly dbPoolMax: number;
+  /**
+   * `PRESENCE_VERIFY`: `"local"` (default) verifies asymmetric tokens against
+   * the cached JWKS; `"auth"` always asks Auth.
+   */
+  readonly presenceVerify: "local" | "auth";
+  /**
+   * `PRESENCE_MIN_WRITE_INTERVAL_S`: when above 0, a ping that repeats the
+   * stored state within this many seconds is answered without a write.
+   * 0 (default): every ping writes, as the spec asks.
+   */
+  readonly presenceMinWriteIntervalS: number;
 }
 
 /**
@@ -33,7 +44,12 @@ export interface FunctionEnv {
  * variables the platform injects. The local gateway passes these through
  * from the caller's environment.
  */
-export const FUNCTION_SETTINGS = ["ADMIN_EMAILS", "DB_POOL_MAX"] as const;
+export const FUNCTION_SETTINGS = [
+  "ADMIN_EMAILS",
+  "DB_POOL_MAX",
+  "PRESENCE_VERIFY",
+  "PRESENCE_MIN_WRITE_INTERVAL_S",
+] as const;
 
 /** The process environment, as the deployed functions read it. */
 export const denoEnv: EnvSource = (name) => Deno.env.get(name);
@@ -74,6 +90,13 @@ export function readEnv(get: EnvSource): FunctionEnv {
     dbUrl,
     adminEmails: parseAdminEmails(get("ADMIN_EMAILS")),
     dbPoolMax: _positiveInt(value("DB_POOL_MAX"), 4),
+    presenceVerify: value("PRESENCE_VERIFY")?.toLowerCase() === "auth"
+      ? "auth"
+      : "local",
+    presenceMinWriteIntervalS: _positiveInt(
+      value("PRESENCE_MIN_WRITE_INTERVAL_S"),
+      0,
+    ),
   };
 }
 

@@ -6,7 +6,7 @@
  * 1. `auth_user_id` = the identity's id (where the column exists);
  * 2. `correo` = the email;
  * 3. `nombre_usuario` = the full email;
- * 4. `nombre_usuario` = the part of the email before the `@`.
+ * 4. `nombre_usuario` = the part of the email before the last `@`.
  *
  * Emails and usernames compare case-insensitively. A row linked to another
  * identity is never matched by email or username.
@@ -17,6 +17,19 @@ import type postgres from "postgres";
 import type { Identity } from "./auth.ts";
 import type { OptionalColumns } from "./columns.ts";
 import type { Sql } from "./db.ts";
+
+/** A SQL fragment. */
+export type Fragment = postgres.PendingQuery<postgres.Row[]>;
+
+/**
+ * The identity as SQL expressions: `id` (uuid) and `email` (lower-cased
+ * text, may be null). Parameters for an identity Auth described, or
+ * sub-selects when the statement reads them from `auth.users` itself.
+ */
+export interface MatchKeys {
+  readonly id: Fragment;
+  readonly email: Fragment;
+}
 
 /** How a row was matched, in precedence order. */
 export type MatchLevel =
@@ -34,49 +47,49 @@ export const MATCH_LEVELS: readonly MatchLevel[] = [
 ];
 
 /**
- * The part of an email before the last `@`, or `null` when there is none.
+ * Keys for an identity as `auth.getUser` returned it.
  *
  * @example
  * ```ts
- * emailLocalPart("ana@example.com"); // "ana"
+ * const keys = identityKeys(sql, { id, email: "ana@example.com", emailConfirmed: true });
  * ```
  */
-export function emailLocalPart(email: string | null): string | null {
-  if (!email) return null;
-  const at = email.lastIndexOf("@");
-  return at > 0 ? email.slice(0, at) : null;
+export function identityKeys(sql: Sql, identity: Identity): MatchKeys {
+  return {
+    id: sql`${identity.id}::uuid`,
+    email: sql`lower(${identity.email}::text)`,
+  };
 }
 
 /**
- * A query fragment selecting `(id, level)` of the one row matched for the
- * identity, `level` being the 1-based rank in {@linkcode MATCH_LEVELS}.
- * Each branch is an index lookup (`auth_user_id` unique, `lower(correo)`,
- * `lower(nombre_usuario)`).
+ * A query selecting `(id, level)` of the one row matched, `level` being the
+ * 1-based rank in {@linkcode MATCH_LEVELS}. Each branch is an index lookup
+ * (`auth_user_id` unique, `lower(correo)`, `lower(nombre_usuario)`).
  */
 export function matchCandidate(
   sql: Sql,
-  identity: Identity,
+  keys: MatchKeys,
   columns: OptionalColumns,
-): postgres.PendingQuery<postgres.Row[]> {
-  const email = identity.email;
-  const local = emailLocalPart(email);
-  const unlinked = notLinkedElsewhere(sql, identity, columns);
+): Fragment {
+  const unlinked = notLinkedElsewhere(sql, keys, columns);
+  // The part before the last @; null when there is none or it is empty.
+  const local = sql`substring(${keys.email} from '^(.+)@[^@]*$')`;
   const byId = columns.authUserId
     ? sql`select u.id, 1 as level from public.usuarios u
-          where u.auth_user_id = ${identity.id}::uuid
+          where u.auth_user_id = ${keys.id}
           union all`
     : sql``;
   return sql`
     select c.id, c.level from (
       ${byId}
       select u.id, 2 as level from public.usuarios u
-        where lower(u.correo) = lower(${email}::text) ${unlinked}
+        where lower(u.correo) = ${keys.email} ${unlinked}
       union all
       select u.id, 3 as level from public.usuarios u
-        where lower(u.nombre_usuario) = lower(${email}::text) ${unlinked}
+        where lower(u.nombre_usuario) = ${keys.email} ${unlinked}
       union all
       select u.id, 4 as level from public.usuarios u
-        where lower(u.nombre_usuario) = lower(${local}::text) ${unlinked}
+        where lower(u.nombre_usuario) = ${local} ${unlinked}
     ) c
     order by c.level, c.id
     limit 1
@@ -90,11 +103,11 @@ export function matchCandidate(
  */
 export function notLinkedElsewhere(
   sql: Sql,
-  identity: Identity,
+  keys: MatchKeys,
   columns: OptionalColumns,
-): postgres.PendingQuery<postgres.Row[]> {
+): Fragment {
   return columns.authUserId
-    ? sql`and (u.auth_user_id is null or u.auth_user_id = ${identity.id}::uuid)`
+    ? sql`and (u.auth_user_id is null or u.auth_user_id = ${keys.id})`
     : sql``;
 }
 
@@ -118,9 +131,10 @@ export async function findUsuario(
   identity: Identity,
   columns: OptionalColumns,
 ): Promise<MatchedRow | null> {
+  const keys = identityKeys(sql, identity);
   const rows = await sql<{ id: string; rol: string | null; level: number }[]>`
     select u.id, u.rol, c.level
-    from (${matchCandidate(sql, identity, columns)}) c
+    from (${matchCandidate(sql, keys, columns)}) c
     join public.usuarios u on u.id = c.id
   `;
   const row = rows[0];

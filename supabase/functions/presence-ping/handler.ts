@@ -15,7 +15,14 @@ import {
   type RequestContext,
 } from "../_shared/http.ts";
 import { errorText } from "../_shared/log.ts";
-import { matchCandidate, notLinkedElsewhere } from "../_shared/match_user.ts";
+import { type SessionClaims, verifyAsymmetric } from "../_shared/jwt_local.ts";
+import {
+  type Fragment,
+  identityKeys,
+  matchCandidate,
+  type MatchKeys,
+  notLinkedElsewhere,
+} from "../_shared/match_user.ts";
 
 /** A presence state. */
 export type PresenceState = "online" | "offline";
@@ -57,20 +64,69 @@ export interface PresenceRow {
   readonly presence_state: PresenceState;
 }
 
+/** What the update statement found. */
+export interface PresenceResult {
+  /** `false` when the session check of the fast path failed. */
+  readonly sessionOk: boolean;
+  /** The updated row, or `null` when no row matches. */
+  readonly row: PresenceRow | null;
+}
+
+/** Options of {@linkcode updatePresence}. */
+export interface UpdateOptions {
+  /** Skip the write when this state was stored less than this many seconds ago (0: never). */
+  readonly minWriteIntervalS?: number;
+}
+
 /**
- * Finds the identity's row and sets its presence in one statement; the time
- * is the database's clock truncated to milliseconds, so what is stored is
- * what is returned. `offline` also sets `last_manual_logout_at` where that
- * column exists. `null` when no row matches.
+ * Finds the identity Auth described and sets its presence, in one
+ * statement; the time is the database's clock truncated to milliseconds, so
+ * what is stored is what is returned. `offline` also sets
+ * `last_manual_logout_at` where that column exists.
  */
 export async function updatePresence(
   sql: Sql,
   identity: Identity,
   state: PresenceState,
-): Promise<PresenceRow | null> {
+  options: UpdateOptions = {},
+): Promise<PresenceResult> {
   return await withColumns(
     sql,
-    (columns) => _update(sql, identity, state, columns),
+    (columns) =>
+      _update(sql, identityKeys(sql, identity), null, state, columns, options),
+  );
+}
+
+/**
+ * The fast path's statement: like {@linkcode updatePresence}, for a token
+ * verified locally, and only if `auth.sessions` still has its session and
+ * `auth.users` its user, not banned and not deleted. The email it matches
+ * with is read from `auth.users` in the same statement, as Auth would
+ * report it now.
+ */
+export async function updatePresenceForSession(
+  sql: Sql,
+  claims: SessionClaims,
+  state: PresenceState,
+  options: UpdateOptions = {},
+): Promise<PresenceResult> {
+  const guard = sql`
+    select lower(au.email) as email
+    from auth.sessions s
+    join auth.users au on au.id = s.user_id
+    where s.id = ${claims.sessionId}::uuid
+      and s.user_id = ${claims.sub}::uuid
+      and au.deleted_at is null
+      and (au.banned_until is null or au.banned_until <= now())
+      and (s.not_after is null or s.not_after > now())
+  `;
+  const keys = {
+    id: sql`${claims.sub}::uuid`,
+    email: sql`(select email from guard)`,
+  };
+  return await withColumns(
+    sql,
+    (columns) => _update(sql, keys, guard, state, columns, options),
   );
 }
 
@@ -79,22 +135,37 @@ export async function presencePing(
   req: Request,
   ctx: RequestContext,
 ): Promise<Response> {
-  const identity = await authenticate(bearerToken(req), ctx.env);
+  const token = bearerToken(req);
+  const claims = ctx.env.presenceVerify === "local"
+    ? await verifyAsymmetric(token, ctx.env)
+    : null;
+  let identity = claims ? null : await authenticate(token, ctx.env);
+  let bodyText: string;
+  try {
+    bodyText = await readBodyText(req);
+  } catch (error) {
+    // The token outranks the body (DECISIONS check order): a revoked
+    // session must still answer 401 here.
+    if (claims) await authenticate(token, ctx.env);
+    throw error;
+  }
   const state = effectiveState(
-    await readBodyText(req),
+    bodyText,
     new URL(req.url).searchParams.get("state"),
   );
-  let row: PresenceRow | null;
-  try {
-    row = await updatePresence(database(ctx.env), identity, state);
-  } catch (cause) {
-    throw new HttpError("presence_update_failed", {
-      extra: { error: errorText(cause) },
-      cause,
-    });
+  const sql = database(ctx.env);
+  const options = { minWriteIntervalS: ctx.env.presenceMinWriteIntervalS };
+  let result = identity
+    ? await _guarded(updatePresence(sql, identity, state, options))
+    : await _guarded(updatePresenceForSession(sql, claims!, state, options));
+  if (!result.sessionOk) {
+    // Auth says why (signed out, banned, deleted), exactly as on the slow
+    // path; should it still accept the token, the slow path goes on.
+    identity = await authenticate(token, ctx.env);
+    result = await _guarded(updatePresence(sql, identity, state, options));
   }
-  if (!row) throw new HttpError("user_not_found");
-  return json({ ok: true, user: row });
+  if (!result.row) throw new HttpError("user_not_found");
+  return json({ ok: true, user: result.row });
 }
 
 /**
@@ -107,36 +178,84 @@ export function createPresencePing(
   return createFunction("presence-ping", env, presencePing);
 }
 
+async function _guarded(
+  pending: Promise<PresenceResult>,
+): Promise<PresenceResult> {
+  try {
+    return await pending;
+  } catch (cause) {
+    throw new HttpError("presence_update_failed", {
+      extra: { error: errorText(cause) },
+      cause,
+    });
+  }
+}
+
 async function _update(
   sql: Sql,
-  identity: Identity,
+  keys: MatchKeys,
+  guard: Fragment | null,
   state: PresenceState,
   columns: OptionalColumns,
-): Promise<PresenceRow | null> {
+  options: UpdateOptions,
+): Promise<PresenceResult> {
+  const now = sql`date_trunc('milliseconds', now())`;
   const logout = state === "offline" && columns.lastManualLogoutAt
-    ? sql`, last_manual_logout_at = date_trunc('milliseconds', now())`
+    ? sql`, last_manual_logout_at = ${now}`
     : sql``;
-  // Re-checked by the update itself, so a row linked to another identity
-  // between the lookup and the write is not taken.
-  const stillUnlinked = notLinkedElsewhere(sql, identity, columns);
+  const interval = options.minWriteIntervalS ?? 0;
+  // With the optional setting, a repeat of the stored state within the
+  // interval is read instead of written.
+  const fresh = interval > 0
+    ? sql`and not (u.presence_state = ${state}
+           and u.ultimo_acceso > now() - make_interval(secs => ${interval}))`
+    : sql``;
+  const kept = interval > 0
+    ? sql`union all
+          select u.id, u.ultimo_acceso, u.presence_state
+          from public.usuarios u join c on u.id = c.id
+          where not exists (select 1 from upd)`
+    : sql``;
   const rows = await sql<
-    { id: string; ultimo_acceso: Date; presence_state: PresenceState }[]
+    {
+      session_ok: boolean;
+      id: string | null;
+      ultimo_acceso: Date | null;
+      presence_state: PresenceState | null;
+    }[]
   >`
-    with c as (${matchCandidate(sql, identity, columns)})
-    update public.usuarios u
-    set ultimo_acceso = date_trunc('milliseconds', now()),
-        presence_state = ${state}
-        ${logout}
-    from c
-    where u.id = c.id ${stillUnlinked}
-    returning u.id, u.ultimo_acceso, u.presence_state
+    with ${guard ? sql`guard as (${guard}),` : sql``}
+    c as (${matchCandidate(sql, keys, columns)}),
+    upd as (
+      update public.usuarios u
+      set ultimo_acceso = ${now},
+          presence_state = ${state}
+          ${logout}
+      from c
+      where u.id = c.id
+        ${notLinkedElsewhere(sql, keys, columns)}
+        ${guard ? sql`and exists (select 1 from guard)` : sql``}
+        ${fresh}
+      returning u.id, u.ultimo_acceso, u.presence_state
+    ),
+    res as (
+      select id, ultimo_acceso, presence_state from upd
+      ${kept}
+    )
+    select ${
+    guard ? sql`exists (select 1 from guard)` : sql`true`
+  } as session_ok,
+           res.id, res.ultimo_acceso, res.presence_state
+    from (values (1)) one left join res on true
   `;
   const row = rows[0];
-  if (!row) return null;
   return {
-    id: Number(row.id),
-    ultimo_acceso: row.ultimo_acceso.toISOString(),
-    presence_state: row.presence_state,
+    sessionOk: row.session_ok,
+    row: row.id === null ? null : {
+      id: Number(row.id),
+      ultimo_acceso: row.ultimo_acceso!.toISOString(),
+      presence_state: row.presence_state!,
+    },
   };
 }
 
