@@ -1,0 +1,198 @@
+/**
+ * `npm start` as a developer runs it: local/start.ts in its own process on
+ * free ports and a fresh data folder (or a fresh PostgreSQL database with
+ * TEST_DATABASE_URL), driven with supabase-js as the README's quickstart
+ * says, stopped with Ctrl-C, and started again on the same data.
+ */
+import assert from "node:assert/strict";
+import { createClient } from "@supabase/supabase-js";
+import postgres from "postgres";
+import { createTestDatabase } from "../../local/testing/database.ts";
+import { SEED_IDENTITIES } from "../../local/fixture.ts";
+import { e2eTest } from "../support/e2e.ts";
+import { invoke } from "../support/invoke.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = l.addr as Deno.NetAddr;
+  l.close();
+  return port;
+}
+
+interface Running {
+  child: Deno.ChildProcess;
+  output: () => string;
+  apiUrl: string;
+  anonKey: string;
+}
+
+async function start(args: string[]): Promise<Running> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "local/start.ts", ...args],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+    stdin: "null",
+  }).spawn();
+  let text = "";
+  const decoder = new TextDecoder();
+  const pump = async (stream: ReadableStream<Uint8Array>) => {
+    for await (const chunk of stream) text += decoder.decode(chunk);
+  };
+  void pump(child.stdout);
+  void pump(child.stderr);
+  const deadline = Date.now() + 90_000;
+  while (!text.includes("Press Ctrl-C to stop.")) {
+    if (Date.now() > deadline) throw new Error(`start timed out:\n${text}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const apiUrl = /API URL: (\S+)/.exec(text)![1];
+  const anonKey = /anon key: (\S+)/.exec(text)![1];
+  return { child, output: () => text, apiUrl, anonKey };
+}
+
+async function stop(running: Running): Promise<Deno.CommandStatus> {
+  running.child.kill("SIGINT");
+  return await running.child.status;
+}
+
+const db = Deno.env.get("TEST_DATABASE_URL")
+  ? await createTestDatabase()
+  : null;
+const dataDir = await Deno.makeTempDir({ prefix: "stack-" });
+const args = () => [
+  "--port",
+  String(freePort()),
+  "--db-port",
+  String(freePort()),
+  "--data-dir",
+  dataDir,
+  ...(db ? ["--database-url", db.url] : []),
+];
+
+e2eTest(
+  "npm start: prints the status, serves Auth and the functions, and a seeded user goes through sign-in, refresh and sign-out",
+  async () => {
+    const running = await start(args());
+    try {
+      const out = running.output();
+      for (
+        const label of [
+          "API URL",
+          "DB URL",
+          "JWT secret",
+          "anon key",
+          "service_role key",
+        ]
+      ) {
+        assert.match(out, new RegExp(`${label}: \\S+`), label);
+      }
+      for (const u of SEED_IDENTITIES) {
+        assert.ok(out.includes(u.email), u.email);
+      }
+      assert.match(
+        out,
+        /Applying migration 20261122080000_create_usuarios\.sql/,
+      );
+
+      const ana = SEED_IDENTITIES[0];
+      const client = createClient(running.apiUrl, running.anonKey, {
+        auth: { persistSession: false, autoRefreshToken: false },
+      });
+      const signIn = await client.auth.signInWithPassword({
+        email: ana.email,
+        password: ana.password,
+      });
+      assert.equal(signIn.error, null);
+      const first = signIn.data.session!;
+      const me = await client.auth.getUser(first.access_token);
+      assert.equal(me.data.user?.id, ana.id);
+
+      const ping = await invoke(client, "presence-ping", {
+        body: { state: "online" },
+      });
+      assert.equal(ping.status, 200);
+      assert.equal(ping.body.user.presence_state, "online");
+      const spec = await fetch(`${running.apiUrl}/api/presence-ping`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${first.access_token}` },
+      });
+      assert.equal(spec.status, 200);
+      assert.equal((await spec.json()).user.id, ping.body.user.id);
+
+      const refreshed = await client.auth.refreshSession();
+      assert.equal(refreshed.error, null);
+      assert.notEqual(
+        refreshed.data.session!.refresh_token,
+        first.refresh_token,
+      );
+      const current = refreshed.data.session!.access_token;
+      assert.equal((await client.auth.signOut()).error, null);
+      const after = await client.auth.getUser(current);
+      assert.equal(after.data.user, null);
+      assert.ok(after.error);
+      const refused = await fetch(
+        `${running.apiUrl}/functions/v1/presence-ping`,
+        {
+          method: "POST",
+          headers: { Authorization: `Bearer ${current}` },
+        },
+      );
+      assert.equal(refused.status, 401);
+      assert.equal((await refused.json()).code, "invalid_token");
+    } finally {
+      const status = await stop(running);
+      assert.equal(status.code, 0, running.output().slice(-2000));
+    }
+  },
+);
+
+e2eTest(
+  "npm start: a restart on the same data applies nothing twice and keeps the users",
+  async () => {
+    const running = await start(args());
+    try {
+      const out = running.output();
+      assert.match(out, /Remote database is up to date/);
+      assert.doesNotMatch(out, /Applying migration/);
+      const dbUrl = /DB URL: (\S+)/.exec(out)![1];
+      const sql = postgres(dbUrl, {
+        max: 1,
+        prepare: false,
+        onnotice: () => {},
+      });
+      try {
+        const [{ rows }] =
+          await sql`select count(*)::int as rows from public.usuarios`;
+        assert.equal(rows, 6);
+        const [{ users }] = await sql`
+        select count(*)::int as users from auth.users where email like '%@example.com'
+          or email like '%@elsewhere.test'`;
+        assert.equal(users, SEED_IDENTITIES.length);
+      } finally {
+        await sql.end();
+      }
+      const client = createClient(running.apiUrl, running.anonKey, {
+        auth: { persistSession: false, autoRefreshToken: false },
+      });
+      const bruno = SEED_IDENTITIES[1];
+      const signIn = await client.auth.signInWithPassword({
+        email: bruno.email,
+        password: bruno.password,
+      });
+      assert.equal(signIn.error, null);
+      const ping = await invoke(client, "presence-ping");
+      assert.equal(ping.status, 200);
+    } finally {
+      assert.equal((await stop(running)).code, 0);
+    }
+  },
+);
+
+e2eTest("npm start: cleans up its test data", async () => {
+  await Deno.remove(dataDir, { recursive: true });
+  await db?.close();
+  await assert.rejects(Deno.stat(dataDir));
+});
