@@ -22,6 +22,8 @@ export interface TestStack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
+  /** Whether this is an already running stack (`E2E_SUPABASE_URL`) that closing leaves up. */
+  readonly external: boolean;
   /** The key the local Auth signs access tokens with (absent for an external stack). */
   readonly signingKey: SigningKey | null;
   /** Direct connection to the stack's database, as the test's own eyes. */
@@ -123,6 +125,7 @@ export async function startTestStack(
     dbUrl,
     anonKey,
     serviceRoleKey,
+    external: Boolean(external),
     signingKey,
     sql,
     anon: () => client(anonKey),
