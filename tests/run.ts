@@ -72,7 +72,7 @@ await suite("unit", ["supabase/functions"]);
 const dbPaths = ["local", "tests/e2e"];
 await suite("pglite", dbPaths, { TEST_DATABASE_URL: "" });
 const pg = await ensurePostgres();
-if (pg.url) {
+if (pg.url !== null) {
   await suite("postgres", dbPaths, { TEST_DATABASE_URL: pg.url });
 } else {
   console.log(`\n== postgres: not run (${pg.reason})`);

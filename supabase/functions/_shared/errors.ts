@@ -66,6 +66,10 @@ export const ERRORS = {
       "Cambio aplicado en el proveedor de identidad pero no en la base de datos",
   },
   sync_failed: { status: 500, message: "Error sincronizando usuarios" },
+  target_busy: {
+    status: 409,
+    message: "El usuario indicado se está modificando en otra solicitud",
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 /** A code from the {@linkcode ERRORS} catalogue. */

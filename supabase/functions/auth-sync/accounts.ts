@@ -1,0 +1,129 @@
+/**
+ * Finding Supabase Auth accounts by id and by email, for many rows at once.
+ *
+ * This reads `auth.users` through the service database connection instead
+ * of paging `auth.admin.listUsers`: supabase-js cannot filter that list by
+ * email, so finding one address means fetching every account, page by page,
+ * on each call, while one indexed statement answers a whole batch. Reading
+ * is all that happens here; every change to an account still goes through
+ * the Auth admin API (DECISIONS "Platform"). The lookups mirror Supabase
+ * Auth's own (`FindUserByEmailAndAudience`): single instance (the nil id),
+ * soft-deleted accounts excluded, emails compared lower-cased, an SSO account
+ * only when no password account has the address.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+
+/** A Supabase Auth account, as far as auth-sync needs it. */
+export interface Account {
+  /** `auth.users.id`. */
+  readonly id: string;
+  /** Lower-cased email, or `null` (phone-only accounts). */
+  readonly email: string | null;
+  /** Whether the email is confirmed. */
+  readonly emailConfirmed: boolean;
+}
+
+/** Accounts found by {@linkcode findAccounts}. */
+export interface Accounts {
+  /** By `auth.users.id`. */
+  readonly byId: ReadonlyMap<string, Account>;
+  /** By lower-cased email. */
+  readonly byEmail: ReadonlyMap<string, Account>;
+}
+
+// Supabase Auth is single-tenant: every account has the nil instance id,
+// which is also the leading column of its index on lower(email).
+const _INSTANCE_ID = "00000000-0000-0000-0000-000000000000";
+
+/**
+ * The accounts with these ids and these (lower-cased) emails, in one
+ * statement. A Postgres `Sql` or transaction may be passed.
+ *
+ * @example
+ * ```ts
+ * const { byEmail } = await findAccounts(sql, { emails: ["ana@example.com"] });
+ * byEmail.get("ana@example.com")?.id;
+ * ```
+ */
+export async function findAccounts(
+  sql: postgres.ISql,
+  keys: { ids?: readonly string[]; emails?: readonly string[] },
+): Promise<Accounts> {
+  const ids = [...new Set(keys.ids ?? [])];
+  const emails = [...new Set(keys.emails ?? [])];
+  const byId = new Map<string, Account>();
+  const byEmail = new Map<string, Account>();
+  if (ids.length === 0 && emails.length === 0) return { byId, byEmail };
+  const rows = await sql<
+    {
+      by: "id" | "email";
+      id: string;
+      email: string | null;
+      confirmed: boolean;
+    }[]
+  >`
+    select 'id' as by, a.id::text, lower(a.email) as email,
+           a.email_confirmed_at is not null as confirmed,
+           false as is_sso_user, a.created_at
+    from auth.users a
+    where a.id = any(${ids}::uuid[]) and a.deleted_at is null
+    union all
+    select 'email' as by, a.id::text, lower(a.email) as email,
+           a.email_confirmed_at is not null as confirmed,
+           a.is_sso_user, a.created_at
+    from auth.users a
+    where a.instance_id = ${_INSTANCE_ID}::uuid
+      and lower(a.email) = any(${emails}::text[])
+      and a.deleted_at is null
+    order by by, is_sso_user, created_at
+  `;
+  for (const row of rows) {
+    const account: Account = {
+      id: row.id,
+      email: row.email,
+      emailConfirmed: row.confirmed,
+    };
+    if (row.by === "id") byId.set(account.id, account);
+    else if (row.email !== null && !byEmail.has(row.email)) {
+      byEmail.set(row.email, account);
+    }
+  }
+  return { byId, byEmail };
+}
+
+/**
+ * `usuarios` rows linked to these accounts: account id to row id. Only
+ * where the `auth_user_id` column exists.
+ */
+export async function linkedRows(
+  sql: postgres.ISql,
+  accountIds: readonly string[],
+): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  if (accountIds.length === 0) return out;
+  const rows = await sql<{ id: string; auth_user_id: string }[]>`
+    select u.id, u.auth_user_id::text
+    from public.usuarios u
+    where u.auth_user_id = any(${[...new Set(accountIds)]}::uuid[])
+  `;
+  for (const row of rows) out.set(row.auth_user_id, Number(row.id));
+  return out;
+}
+
+/**
+ * Lower-cases and trims an email from a `usuarios` row; `null` for none or
+ * blank.
+ *
+ * @example
+ * ```ts
+ * normalizeEmail(" Ana@Example.com "); // "ana@example.com"
+ * ```
+ */
+export function normalizeEmail(
+  value: string | null | undefined,
+): string | null {
+  const email = (value ?? "").trim().toLowerCase();
+  return email === "" ? null : email;
+}

@@ -1,0 +1,74 @@
+/**
+ * The audit trail of auth-sync (`public.auth_sync_audit`): who changed which
+ * row's which fields, and how it ended. Field names only, never values, so
+ * no password can end up here.
+ *
+ * @module
+ */
+import type { Identity } from "../_shared/auth.ts";
+import type postgres from "postgres";
+import { errorText, logEvent } from "../_shared/log.ts";
+
+/** How a change ended. */
+export type Outcome = "ok" | "failed" | "partial_failure";
+
+/** A field auth-sync changes. */
+export type Field = "email" | "password" | "nombre_usuario" | "auth_user_id";
+
+/** One audit row. */
+export interface AuditEntry {
+  /** The administrator who called. */
+  readonly actor: Identity;
+  readonly action: "update" | "sync";
+  /** `usuarios.id`; `null` when the failure concerns no one row. */
+  readonly targetId: number | null;
+  readonly fields: readonly Field[];
+  readonly outcome: Outcome;
+  /** Error code of a failure; `null` on success. */
+  readonly detail?: string | null;
+}
+
+/**
+ * Writes one audit row. Pass the transaction that makes the change, so the
+ * row exists exactly when the change does.
+ *
+ * @example
+ * ```ts
+ * await writeAudit(tx, { actor, action: "update", targetId: 42, fields: ["email"], outcome: "ok" });
+ * ```
+ */
+export async function writeAudit(
+  sql: postgres.ISql,
+  entry: AuditEntry,
+): Promise<void> {
+  await sql`
+    insert into public.auth_sync_audit
+      (actor_auth_user_id, actor_email, action, target_id, fields, outcome,
+       detail)
+    values (${entry.actor.id}::uuid, ${entry.actor.email}, ${entry.action},
+            ${entry.targetId}, ${[...entry.fields]}::text[], ${entry.outcome},
+            ${entry.detail ?? null})
+  `;
+}
+
+/**
+ * Writes the audit row of a failure. The caller is already answering with
+ * an error, so a database that also refuses this row is logged, not thrown.
+ */
+export async function auditFailure(
+  sql: postgres.ISql,
+  entry: AuditEntry,
+): Promise<void> {
+  try {
+    await writeAudit(sql, entry);
+  } catch (error) {
+    logEvent("error", "Audit row not written", {
+      fn: "auth-sync",
+      action: entry.action,
+      target_id: entry.targetId,
+      outcome: entry.outcome,
+      detail: entry.detail ?? undefined,
+      cause: errorText(error),
+    });
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * `auth-sync`: administrators keep `usuarios` rows and their Supabase Auth
+ * accounts in step (DECISIONS "auth-sync").
+ *
+ * Checks, in this order: method and environment ({@linkcode createFunction}),
+ * `Authorization`, the token, administrator rights, and only then the body,
+ * so that nobody without rights learns anything from validation answers.
+ *
+ * @module
+ */
+import { authenticate, bearerToken } from "../_shared/auth.ts";
+import { requireAdmin } from "../_shared/admin.ts";
+import { withColumns } from "../_shared/columns.ts";
+import { database } from "../_shared/db.ts";
+import { denoEnv, type EnvSource } from "../_shared/env.ts";
+import { json } from "../_shared/errors.ts";
+import {
+  createFunction,
+  readJsonBody,
+  type RequestContext,
+} from "../_shared/http.ts";
+import { findUsuario } from "../_shared/match_user.ts";
+import { parseRequest } from "./schema.ts";
+import { syncUsuarios } from "./sync.ts";
+import { updateUsuario } from "./update.ts";
+
+/**
+ * Serves one auth-sync call (method and environment already checked).
+ *
+ * - `{"action":"update","id":42,"email"?,"password"?,"nombre_usuario"?}`:
+ *   200 `{ok, user, changed, identity_created}`;
+ * - `{"action":"sync","ids"?,"after_id"?,"limit"?,"dry_run"?}`:
+ *   200 `{ok, results, summary, next_after_id}`.
+ */
+export async function authSync(
+  req: Request,
+  ctx: RequestContext,
+): Promise<Response> {
+  const identity = await authenticate(bearerToken(req), ctx.env);
+  const sql = database(ctx.env);
+  const row = await withColumns(
+    sql,
+    (columns) => findUsuario(sql, identity, columns),
+  );
+  requireAdmin(identity, row, ctx.env.adminEmails);
+  const body = parseRequest(await readJsonBody(req));
+  if (body.action === "update") {
+    const result = await updateUsuario(sql, ctx.env, identity, body);
+    return json({ ok: true, ...result });
+  }
+  const result = await syncUsuarios(sql, identity, body);
+  return json({ ok: true, ...result });
+}
+
+/**
+ * The handler `Deno.serve` takes. `env` defaults to the process environment;
+ * the local gateway and tests pass their own.
+ *
+ * @example
+ * ```ts
+ * Deno.serve(createAuthSync());
+ * ```
+ */
+export function createAuthSync(
+  env: EnvSource = denoEnv,
+): (req: Request) => Promise<Response> {
+  return createFunction("auth-sync", env, authSync);
+}

@@ -1,0 +1,4 @@
+// Entry point deployed by `supabase functions deploy auth-sync`.
+import { createAuthSync } from "./handler.ts";
+
+Deno.serve(createAuthSync());

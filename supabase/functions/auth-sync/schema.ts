@@ -1,0 +1,107 @@
+/**
+ * The request bodies auth-sync accepts, as zod schemas: parsed at the edge
+ * into typed values, or refused with 400 `validation_failed` and the issues.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { HttpError } from "../_shared/errors.ts";
+
+/** Most rows one `sync` call looks at. */
+export const MAX_SYNC_LIMIT = 500;
+
+/** Rows a `sync` call looks at when `limit` is not given. */
+export const DEFAULT_SYNC_LIMIT = 100;
+
+// bcrypt, and therefore Supabase Auth, refuses passwords over 72 bytes.
+const _MAX_PASSWORD_BYTES = 72;
+
+const _RowId = z.int().positive();
+
+// Supabase Auth stores emails trimmed and lower-cased; usuarios.correo keeps
+// the same spelling so the two compare equal.
+const _Email = z.string().trim().toLowerCase().pipe(z.email().max(255));
+
+// Strength (length, character classes) is Supabase Auth's to judge, so that
+// its configured policy applies; only what it can never accept is refused.
+const _Password = z.string().min(1).refine(
+  (value) => new TextEncoder().encode(value).length <= _MAX_PASSWORD_BYTES,
+  { message: `Too big: expected at most ${_MAX_PASSWORD_BYTES} bytes` },
+);
+
+const _Username = z.string().trim().min(1).max(255);
+
+const _Update = z.strictObject({
+  action: z.literal("update"),
+  id: _RowId,
+  email: _Email.optional(),
+  password: _Password.optional(),
+  nombre_usuario: _Username.optional(),
+}).refine(
+  (body) =>
+    body.email !== undefined || body.password !== undefined ||
+    body.nombre_usuario !== undefined,
+  { message: "At least one of email, password or nombre_usuario is required" },
+);
+
+const _Sync = z.strictObject({
+  action: z.literal("sync"),
+  ids: z.array(_RowId).min(1).max(MAX_SYNC_LIMIT).optional(),
+  after_id: z.int().nonnegative().optional(),
+  limit: z.int().min(1).max(MAX_SYNC_LIMIT).default(DEFAULT_SYNC_LIMIT),
+  dry_run: z.boolean().default(false),
+});
+
+/** The body schema: one of the two actions, told apart by `action`. */
+export const AuthSyncRequest = z.discriminatedUnion("action", [
+  _Update,
+  _Sync,
+]);
+
+/** A parsed auth-sync body. */
+export type AuthSyncRequest = z.infer<typeof AuthSyncRequest>;
+
+/** A parsed `update` body. */
+export type UpdateRequest = z.infer<typeof _Update>;
+
+/** A parsed `sync` body. */
+export type SyncRequest = z.infer<typeof _Sync>;
+
+/** One validation problem, as a 400 body lists it. */
+export interface Issue {
+  /** Where in the body, e.g. `["ids", 2]`; `[]` for the body itself. */
+  readonly path: (string | number)[];
+  readonly message: string;
+}
+
+/**
+ * Parses a JSON body, or throws 400 `validation_failed` with `issues`.
+ * Issues carry a path and zod's message only, never the value, so a
+ * refused password is not echoed back.
+ *
+ * @example
+ * ```ts
+ * const body = parseRequest({ action: "sync", limit: 50 });
+ * // { action: "sync", limit: 50, dry_run: false }
+ * ```
+ */
+export function parseRequest(body: unknown): AuthSyncRequest {
+  const result = AuthSyncRequest.safeParse(body);
+  if (result.success) return result.data;
+  throw validationFailed(
+    result.error.issues.map((issue) => ({
+      path: issue.path.map((key) =>
+        typeof key === "symbol" ? String(key) : key
+      ),
+      message: issue.message,
+    })),
+  );
+}
+
+/**
+ * The 400 `validation_failed` error with these issues; also for rules that
+ * need the database to decide (e.g. a password to create an account with).
+ */
+export function validationFailed(issues: Issue[]): HttpError {
+  return new HttpError("validation_failed", { extra: { issues } });
+}

@@ -1,0 +1,135 @@
+import assert from "node:assert/strict";
+import { HttpError } from "../_shared/errors.ts";
+import { parseRequest } from "./schema.ts";
+
+function issuesOf(body: unknown) {
+  try {
+    parseRequest(body);
+  } catch (error) {
+    assert.ok(error instanceof HttpError);
+    assert.equal(error.code, "validation_failed");
+    assert.equal(error.status, 400);
+    return error.extra.issues as { path: unknown[]; message: string }[];
+  }
+  assert.fail("expected validation_failed");
+}
+
+Deno.test("parseRequest: update trims and lower-cases the email and the username is trimmed", () => {
+  assert.deepEqual(
+    parseRequest({
+      action: "update",
+      id: 7,
+      email: "  Ana@Example.COM ",
+      nombre_usuario: " ana ",
+    }),
+    {
+      action: "update",
+      id: 7,
+      email: "ana@example.com",
+      nombre_usuario: "ana",
+    },
+  );
+});
+
+Deno.test("parseRequest: update needs at least one of email, password, nombre_usuario", () => {
+  const issues = issuesOf({ action: "update", id: 7 });
+  assert.deepEqual(issues, [{
+    path: [],
+    message: "At least one of email, password or nombre_usuario is required",
+  }]);
+});
+
+Deno.test("parseRequest: update needs a positive integer id", () => {
+  for (const id of [undefined, 0, -1, 1.5, "7", null]) {
+    const issues = issuesOf({ action: "update", id, password: "secret-1" });
+    assert.deepEqual(issues.map((i) => i.path), [["id"]], String(id));
+  }
+});
+
+Deno.test("parseRequest: a bad email, an empty username and unknown keys are refused", () => {
+  const issues = issuesOf({
+    action: "update",
+    id: 1,
+    email: "not-an-email",
+    nombre_usuario: "   ",
+    correo: "x@y.z",
+  });
+  assert.deepEqual(issues.map((i) => i.path), [
+    ["email"],
+    ["nombre_usuario"],
+    [],
+  ]);
+  assert.match(issues[2].message, /correo/);
+});
+
+Deno.test("parseRequest: issues never echo a password", () => {
+  const password = "p".repeat(73);
+  const issues = issuesOf({ action: "update", id: 1, password, email: 5 });
+  assert.deepEqual(issues.map((i) => i.path), [["email"], ["password"]]);
+  assert.ok(!JSON.stringify(issues).includes(password));
+  const empty = issuesOf({ action: "update", id: 1, password: "" });
+  assert.deepEqual(empty.map((i) => i.path), [["password"]]);
+});
+
+Deno.test("parseRequest: a password over 72 bytes is refused, 72 bytes are accepted", () => {
+  assert.deepEqual(
+    issuesOf({ action: "update", id: 1, password: "é".repeat(37) }).map((i) =>
+      i.path
+    ),
+    [["password"]],
+  );
+  const ok = parseRequest({
+    action: "update",
+    id: 1,
+    password: "é".repeat(36),
+  });
+  assert.equal(ok.action, "update");
+});
+
+Deno.test("parseRequest: sync defaults limit to 100 and dry_run to false", () => {
+  assert.deepEqual(parseRequest({ action: "sync" }), {
+    action: "sync",
+    limit: 100,
+    dry_run: false,
+  });
+  assert.deepEqual(
+    parseRequest({
+      action: "sync",
+      ids: [3, 1],
+      after_id: 0,
+      limit: 500,
+      dry_run: true,
+    }),
+    { action: "sync", ids: [3, 1], after_id: 0, limit: 500, dry_run: true },
+  );
+});
+
+Deno.test("parseRequest: sync limit is 1..500 and ids are positive integers", () => {
+  assert.deepEqual(issuesOf({ action: "sync", limit: 0 }).map((i) => i.path), [[
+    "limit",
+  ]]);
+  assert.deepEqual(
+    issuesOf({ action: "sync", limit: 501 }).map((i) => i.path),
+    [["limit"]],
+  );
+  assert.deepEqual(
+    issuesOf({ action: "sync", ids: [1, -2, "3"] }).map((i) => i.path),
+    [["ids", 1], ["ids", 2]],
+  );
+  assert.deepEqual(issuesOf({ action: "sync", ids: [] }).map((i) => i.path), [[
+    "ids",
+  ]]);
+  assert.deepEqual(
+    issuesOf({ action: "sync", dry_run: "yes" }).map((i) => i.path),
+    [["dry_run"]],
+  );
+});
+
+Deno.test("parseRequest: a missing or unknown action, or a body that is not an object, is refused", () => {
+  for (const body of [undefined, null, [], "sync", {}, { action: "delete" }]) {
+    const issues = issuesOf(body);
+    assert.equal(issues.length, 1, JSON.stringify(body));
+    assert.equal(typeof issues[0].message, "string");
+  }
+  assert.deepEqual(issuesOf({ action: "delete" })[0].path, ["action"]);
+});

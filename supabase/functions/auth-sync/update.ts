@@ -1,0 +1,413 @@
+/**
+ * auth-sync `update`: changes the email, password and username of one
+ * `usuarios` row and of its Supabase Auth account, kept in step.
+ *
+ * Order of work, one row at a time under its lease ({@linkcode withLease}):
+ *
+ * 1. read the row (404 `target_not_found`);
+ * 2. refuse a username or email another row or account already has (409),
+ *    before anything changes;
+ * 3. find the row's account: its `auth_user_id` if that account exists,
+ *    else the account of its `correo` if no other row is linked to it (the
+ *    row is then linked), else none;
+ * 4. change the account through the Auth admin API, or create one when the
+ *    row has none and an email or password is to be set;
+ * 5. write the row and the audit row in one short transaction that takes the
+ *    row lock.
+ *
+ * A provider failure in step 4 changes nothing. A database failure in step
+ * 5 undoes step 4 where the Auth API can (an email is set back, a created
+ * account deleted) and is answered `partial_failure` where it cannot (a
+ * password).
+ *
+ * @module
+ */
+import type { AuthError } from "@supabase/supabase-js";
+import postgres from "postgres";
+import {
+  authClient,
+  type Identity,
+  isProviderDown,
+  providerUnavailable,
+} from "../_shared/auth.ts";
+import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
+import type { Sql } from "../_shared/db.ts";
+import type { FunctionEnv } from "../_shared/env.ts";
+import { HttpError } from "../_shared/errors.ts";
+import { errorText, logEvent, redact } from "../_shared/log.ts";
+import {
+  type Account,
+  findAccounts,
+  linkedRows,
+  normalizeEmail,
+} from "./accounts.ts";
+import { auditFailure, type Field, writeAudit } from "./audit.ts";
+import { withLease } from "./lease.ts";
+import { type UpdateRequest, validationFailed } from "./schema.ts";
+
+/** A `usuarios` row as the update answer shows it. */
+export interface UserView {
+  readonly id: number;
+  readonly correo: string | null;
+  readonly nombre_usuario: string | null;
+  /**
+   * The linked account. Where the deployment has no `auth_user_id` column,
+   * the account found by `correo`, or `null`.
+   */
+  readonly auth_user_id: string | null;
+  readonly rol: string | null;
+}
+
+/** The 200 body of an update, less `ok`. */
+export interface UpdateResult {
+  readonly user: UserView;
+  /** Fields changed, in this order: email, password, nombre_usuario, auth_user_id. */
+  readonly changed: Field[];
+  /** Whether an Auth account was created for the row. */
+  readonly identity_created: boolean;
+}
+
+/**
+ * Applies an `update` request for the administrator `actor`, and writes the
+ * audit row of its outcome.
+ *
+ * @example
+ * ```ts
+ * const result = await updateUsuario(sql, env, actor, { action: "update", id: 42, email: "new@example.com" });
+ * ```
+ */
+export async function updateUsuario(
+  sql: Sql,
+  env: FunctionEnv,
+  actor: Identity,
+  input: UpdateRequest,
+): Promise<UpdateResult> {
+  try {
+    return await withLease(
+      sql,
+      input.id,
+      () =>
+        withColumns(sql, (columns) => _update(sql, env, actor, input, columns)),
+    );
+  } catch (error) {
+    const failure = _asHttpError(error);
+    await auditFailure(sql, {
+      actor,
+      action: "update",
+      targetId: input.id,
+      fields: _requested(input),
+      outcome: failure.code === "partial_failure"
+        ? "partial_failure"
+        : "failed",
+      detail: failure.code,
+    });
+    throw failure;
+  }
+}
+
+interface _Row {
+  id: number;
+  correo: string | null;
+  nombre_usuario: string | null;
+  auth_user_id: string | null;
+  rol: string | null;
+}
+
+/** What was done at the provider, to undo it if the row cannot follow. */
+type _ProviderChange =
+  | { kind: "created"; accountId: string }
+  | {
+    kind: "updated";
+    account: Account;
+    email: boolean;
+    password: boolean;
+  };
+
+async function _update(
+  sql: Sql,
+  env: FunctionEnv,
+  actor: Identity,
+  input: UpdateRequest,
+  columns: OptionalColumns,
+): Promise<UpdateResult> {
+  const row = await _readRow(sql, input.id, columns);
+  if (!row) throw new HttpError("target_not_found");
+  await _refuseTaken(sql, row, input);
+  const { account, link } = await _rowAccount(sql, row, columns);
+  if (input.email !== undefined) {
+    const { byEmail } = await findAccounts(sql, { emails: [input.email] });
+    const owner = byEmail.get(input.email);
+    if (owner && owner.id !== account?.id) {
+      throw new HttpError("email_exists");
+    }
+  }
+  const change = await _changeProvider(env, row, account, input);
+  const accountId = change?.kind === "created"
+    ? change.accountId
+    : account?.id ?? null;
+  const changed = _requested(input);
+  const relink = columns.authUserId && accountId !== null &&
+    (link || change?.kind === "created");
+  if (relink) changed.push("auth_user_id");
+  try {
+    const user = await _writeRow(sql, actor, row, input, columns, {
+      accountId: relink ? accountId : null,
+      changed,
+    });
+    return {
+      user: { ...user, auth_user_id: user.auth_user_id ?? accountId },
+      changed,
+      identity_created: change?.kind === "created",
+    };
+  } catch (error) {
+    if (change) throw await _undo(env, change, error);
+    throw error;
+  }
+}
+
+async function _readRow(
+  sql: Sql,
+  id: number,
+  columns: OptionalColumns,
+): Promise<_Row | null> {
+  const authUserId = columns.authUserId
+    ? sql`u.auth_user_id::text`
+    : sql`null::text`;
+  const [row] = await sql<
+    (Omit<_Row, "id"> & { id: string })[]
+  >`
+    select u.id, u.correo, u.nombre_usuario, ${authUserId} as auth_user_id,
+           u.rol
+    from public.usuarios u
+    where u.id = ${id}
+  `;
+  return row ? { ...row, id: Number(row.id) } : null;
+}
+
+// The unique indexes would refuse these too, but only after the provider
+// had changed; asking first keeps a refused request from touching anything.
+async function _refuseTaken(
+  sql: Sql,
+  row: _Row,
+  input: UpdateRequest,
+): Promise<void> {
+  const taken = (column: "correo" | "nombre_usuario", value: string) =>
+    sql`
+      select exists (
+        select 1 from public.usuarios u
+        where lower(u.${sql(column)}) = lower(${value}::text)
+          and u.id <> ${row.id}
+      ) as taken
+    `.then(([r]) => r.taken as boolean);
+  if (
+    input.nombre_usuario !== undefined &&
+    await taken("nombre_usuario", input.nombre_usuario)
+  ) throw new HttpError("username_exists");
+  if (input.email !== undefined && await taken("correo", input.email)) {
+    throw new HttpError("email_exists");
+  }
+}
+
+// The row's account, and whether it still has to be linked to it.
+async function _rowAccount(
+  sql: Sql,
+  row: _Row,
+  columns: OptionalColumns,
+): Promise<{ account: Account | null; link: boolean }> {
+  const email = normalizeEmail(row.correo);
+  const { byId, byEmail } = await findAccounts(sql, {
+    ids: row.auth_user_id ? [row.auth_user_id] : [],
+    emails: email ? [email] : [],
+  });
+  const linked = row.auth_user_id ? byId.get(row.auth_user_id) : undefined;
+  if (linked) return { account: linked, link: false };
+  const byCorreo = email ? byEmail.get(email) : undefined;
+  if (!byCorreo) return { account: null, link: false };
+  if (!columns.authUserId) return { account: byCorreo, link: false };
+  // An account already linked to another row is that row's, not this one's.
+  const owner = (await linkedRows(sql, [byCorreo.id])).get(byCorreo.id);
+  if (owner !== undefined && owner !== row.id) {
+    return { account: null, link: false };
+  }
+  return { account: byCorreo, link: true };
+}
+
+async function _changeProvider(
+  env: FunctionEnv,
+  row: _Row,
+  account: Account | null,
+  input: UpdateRequest,
+): Promise<_ProviderChange | null> {
+  const { email, password } = input;
+  if (email === undefined && password === undefined) return null;
+  const admin = authClient(env, "service").auth.admin;
+  if (account) {
+    const { error } = await admin.updateUserById(account.id, {
+      ...(email !== undefined ? { email, email_confirm: true } : {}),
+      ...(password !== undefined ? { password } : {}),
+    });
+    if (error) throw _providerError(error);
+    return {
+      kind: "updated",
+      account,
+      email: email !== undefined,
+      password: password !== undefined,
+    };
+  }
+  const newEmail = email ?? normalizeEmail(row.correo);
+  if (password === undefined || newEmail === null) {
+    throw validationFailed([
+      password === undefined
+        ? {
+          path: ["password"],
+          message:
+            "Required: the row has no provider account, and one is created with this password",
+        }
+        : {
+          path: ["email"],
+          message:
+            "Required: the row has no provider account and no correo to create one with",
+        },
+    ]);
+  }
+  const { data, error } = await admin.createUser({
+    email: newEmail,
+    password,
+    email_confirm: true,
+  });
+  if (error) throw _providerError(error);
+  return { kind: "created", accountId: data.user.id };
+}
+
+function _providerError(error: AuthError): HttpError {
+  if (isProviderDown(error)) return providerUnavailable(error);
+  if (error.code === "email_exists") {
+    return new HttpError("email_exists", { cause: error });
+  }
+  if (error.code === "weak_password") {
+    return new HttpError("weak_password", {
+      extra: { error: redact(error.message) },
+      cause: error,
+    });
+  }
+  return new HttpError("idp_error", {
+    extra: { error: redact(error.message), error_code: error.code ?? null },
+    cause: error,
+  });
+}
+
+async function _writeRow(
+  sql: Sql,
+  actor: Identity,
+  row: _Row,
+  input: UpdateRequest,
+  columns: OptionalColumns,
+  plan: { accountId: string | null; changed: Field[] },
+): Promise<Omit<_Row, "auth_user_id"> & { auth_user_id: string | null }> {
+  const set: Record<string, string> = {};
+  if (input.email !== undefined) set.correo = input.email;
+  if (input.nombre_usuario !== undefined) {
+    set.nombre_usuario = input.nombre_usuario;
+  }
+  if (plan.accountId !== null) set.auth_user_id = plan.accountId;
+  const authUserId = columns.authUserId
+    ? sql`u.auth_user_id::text`
+    : sql`null::text`;
+  return await sql.begin(async (tx) => {
+    const [locked] = await tx<{ auth_user_id: string | null }[]>`
+      select ${authUserId} as auth_user_id
+      from public.usuarios u
+      where u.id = ${row.id}
+      for update
+    `;
+    // The lease keeps other updates out, but not a sync or another writer.
+    if (!locked) throw new Error(`Row "${row.id}" was deleted meanwhile`);
+    if (locked.auth_user_id !== row.auth_user_id) {
+      throw new Error(`Row "${row.id}" was linked meanwhile`);
+    }
+    const rows = Object.keys(set).length > 0
+      ? await tx<(Omit<_Row, "id"> & { id: string })[]>`
+          update public.usuarios u set ${tx(set)}
+          where u.id = ${row.id}
+          returning u.id, u.correo, u.nombre_usuario,
+                    ${authUserId} as auth_user_id, u.rol`
+      : await tx<(Omit<_Row, "id"> & { id: string })[]>`
+          select u.id, u.correo, u.nombre_usuario,
+                 ${authUserId} as auth_user_id, u.rol
+          from public.usuarios u where u.id = ${row.id}`;
+    await writeAudit(tx, {
+      actor,
+      action: "update",
+      targetId: row.id,
+      fields: plan.changed,
+      outcome: "ok",
+    });
+    return { ...rows[0], id: Number(rows[0].id) };
+  });
+}
+
+// Puts the provider back as it was where the Auth API allows, and says what
+// to answer: the database's own failure when everything was undone,
+// partial_failure with the fields still changed otherwise.
+async function _undo(
+  env: FunctionEnv,
+  change: _ProviderChange,
+  dbError: unknown,
+): Promise<unknown> {
+  const admin = authClient(env, "service").auth.admin;
+  const left: Field[] = [];
+  if (change.kind === "created") {
+    const { error } = await admin.deleteUser(change.accountId);
+    if (error) left.push("email", "password");
+  } else {
+    if (change.password) left.push("password");
+    if (change.email) {
+      const previous = change.account.email;
+      const { error } = previous === null
+        ? { error: new Error("the account had no email to restore") }
+        : await admin.updateUserById(change.account.id, {
+          email: previous,
+          ...(change.account.emailConfirmed ? { email_confirm: true } : {}),
+        });
+      if (error) left.unshift("email");
+    }
+  }
+  logEvent("warn", "Row update failed after the provider changed", {
+    fn: "auth-sync",
+    undone: left.length === 0,
+    left_changed: left.join(","),
+    cause: errorText(dbError),
+  });
+  if (left.length === 0) return dbError;
+  return new HttpError("partial_failure", {
+    extra: { provider_changed: left, error: errorText(dbError) },
+    cause: dbError,
+  });
+}
+
+function _requested(input: UpdateRequest): Field[] {
+  const fields: Field[] = [];
+  if (input.email !== undefined) fields.push("email");
+  if (input.password !== undefined) fields.push("password");
+  if (input.nombre_usuario !== undefined) fields.push("nombre_usuario");
+  return fields;
+}
+
+// The unique indexes on lower(correo) and lower(nombre_usuario) still have
+// the last word when another writer got there between check and write.
+function _asHttpError(error: unknown): HttpError {
+  if (error instanceof HttpError) return error;
+  if (error instanceof postgres.PostgresError && error.code === "23505") {
+    const constraint = error.constraint_name ?? "";
+    if (constraint.includes("nombre_usuario")) {
+      return new HttpError("username_exists", { cause: error });
+    }
+    if (constraint.includes("correo")) {
+      return new HttpError("email_exists", { cause: error });
+    }
+  }
+  return new HttpError("sync_failed", {
+    extra: { error: errorText(error) },
+    cause: error,
+  });
+}

@@ -1,0 +1,1114 @@
+/**
+ * auth-sync end to end: the real supabase-js client against the local stack
+ * (PGlite, or PostgreSQL with TEST_DATABASE_URL), one test per rule of
+ * DECISIONS.md "Requests and errors", "Administrator rights" and "auth-sync".
+ *
+ * Provider failures are simulated with a loopback proxy in front of the
+ * stack's Auth that forwards everything but fails (or delays) the admin
+ * `PUT /auth/v1/admin/users/<id>`; the function is served against it with
+ * `withFunctionEnv({ SUPABASE_URL })`. Database failures after the provider
+ * changed come from a test trigger that refuses `correo` values starting
+ * with `explode-`.
+ */
+import assert from "node:assert/strict";
+import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { call, invoke, type Invoked } from "../support/invoke.ts";
+import {
+  startTestStack,
+  type TestStack,
+  type TestUser,
+} from "../support/stack.ts";
+import { hs256Token } from "../support/tokens.ts";
+
+const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
+const PENDING_EMAIL = `pending-${crypto.randomUUID().slice(0, 8)}@test.local`;
+
+const stack: TestStack = await startTestStack({
+  functionEnv: {
+    ADMIN_EMAILS: ` ${BOSS_EMAIL.toUpperCase()} , ${PENDING_EMAIL}`,
+  },
+});
+
+await stack.sql.unsafe(`
+  create or replace function public.test_refuse_explode() returns trigger
+  language plpgsql as $$
+  begin
+    if new.correo like 'explode-%' then
+      raise exception 'test trigger refuses this correo';
+    end if;
+    return new;
+  end $$;
+  create trigger test_refuse_explode before update on public.usuarios
+    for each row execute function public.test_refuse_explode();
+`);
+
+/** Every password this file sends, to look for in audit rows at the end. */
+const passwordsSent: string[] = [];
+
+function pw(label: string): string {
+  const password = `${label}-${crypto.randomUUID()}`;
+  passwordsSent.push(password);
+  return password;
+}
+
+function uniqueEmail(prefix = "u"): string {
+  return `${prefix}-${crypto.randomUUID().slice(0, 10)}@test.local`;
+}
+
+/** An administrator by ADMIN_EMAILS, without a row. */
+const boss: TestUser = await stack.createUser({ email: BOSS_EMAIL });
+
+/** An administrator by rol, its row linked by auth_user_id. */
+const admin: TestUser = await stack.createUser({
+  row: { auth_user_id: true, rol: "admin" },
+});
+
+function authSync(user: TestUser, body: unknown): Promise<Invoked> {
+  return invoke(user.client, "auth-sync", { body: body as object });
+}
+
+async function row(id: number) {
+  const [r] = await stack.sql`
+    select id, correo, nombre_usuario, auth_user_id::text, rol
+    from public.usuarios where id = ${id}`;
+  return r;
+}
+
+async function providerEmail(accountId: string): Promise<string | undefined> {
+  const { data, error } = await stack.admin().auth.admin.getUserById(
+    accountId,
+  );
+  if (error) throw error;
+  return data.user.email;
+}
+
+async function canSignIn(email: string, password: string): Promise<boolean> {
+  const { error } = await stack.anon().auth.signInWithPassword({
+    email,
+    password,
+  });
+  return error === null;
+}
+
+async function auditRows(targetId: number) {
+  return await stack.sql`
+    select actor_auth_user_id::text, actor_email, action, target_id, fields,
+           outcome, detail
+    from public.auth_sync_audit where target_id = ${targetId} order by id`;
+}
+
+/**
+ * A proxy to the stack's API that answers the Auth admin `PUT` itself when
+ * `onPut` returns a response, and forwards everything else.
+ */
+function authProxy(onPut: (req: Request) => Promise<Response | null>) {
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req) => {
+      const url = new URL(req.url);
+      if (
+        req.method === "PUT" && url.pathname.startsWith("/auth/v1/admin/users/")
+      ) {
+        const answer = await onPut(req);
+        if (answer) return answer;
+      }
+      return await fetch(`${stack.apiUrl}${url.pathname}${url.search}`, {
+        method: req.method,
+        headers: req.headers,
+        body: req.body,
+      });
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    close: () => server.shutdown(),
+  };
+}
+
+// ---------------------------------------------------------------- requests
+
+e2eTest("auth-sync: GET gives 405 with Allow: POST, OPTIONS", async () => {
+  const res = await call(stack.apiUrl, "auth-sync", {
+    method: "GET",
+    headers: { Authorization: `Bearer ${admin.token}` },
+  });
+  assert.equal(res.status, 405);
+  assert.equal(res.headers.get("allow"), "POST, OPTIONS");
+  assert.deepEqual(res.body, {
+    message: "Method Not Allowed",
+    code: "method_not_allowed",
+  });
+});
+
+e2eTest("auth-sync: a CORS preflight gets 204 with CORS headers", async () => {
+  const res = await fetch(`${stack.apiUrl}/functions/v1/auth-sync`, {
+    method: "OPTIONS",
+    headers: {
+      Origin: "https://app.example",
+      "Access-Control-Request-Method": "POST",
+    },
+  });
+  await res.body?.cancel();
+  assert.equal(res.status, 204);
+  assert.equal(res.headers.get("access-control-allow-origin"), "*");
+});
+
+e2eTest(
+  "auth-sync: no Authorization header gives 401 with WWW-Authenticate",
+  async () => {
+    const res = await call(stack.apiUrl, "auth-sync", {
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ action: "sync" }),
+    });
+    assert.equal(res.status, 401);
+    assert.equal(res.headers.get("www-authenticate"), "Bearer");
+    assert.deepEqual(res.body, {
+      message: "Authorization Bearer token requerido",
+      code: "missing_bearer",
+    });
+  },
+);
+
+e2eTest(
+  "auth-sync: a token the provider rejects gives 401 Token inválido",
+  async () => {
+    const res = await call(stack.apiUrl, "auth-sync", {
+      headers: { Authorization: "Bearer not.a.token" },
+      body: JSON.stringify({ action: "sync" }),
+    });
+    assert.equal(res.status, 401);
+    assert.equal(res.body.message, "Token inválido");
+    assert.equal(res.body.code, "invalid_token");
+    assert.equal(typeof res.body.error, "string");
+  },
+);
+
+// ------------------------------------------------------------------ rights
+
+e2eTest(
+  "auth-sync: an administrator by rol, row matched by auth_user_id, is allowed",
+  async () => {
+    const res = await authSync(admin, {
+      action: "sync",
+      ids: [admin.rowId],
+      dry_run: true,
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, {
+      ok: true,
+      results: [{ id: admin.rowId, status: "in_sync", auth_user_id: admin.id }],
+      summary: {
+        linked: 0,
+        in_sync: 1,
+        no_identity: 0,
+        conflict: 0,
+        no_email: 0,
+      },
+      next_after_id: null,
+    });
+  },
+);
+
+e2eTest(
+  "auth-sync: an administrator by rol, row matched by correo, is allowed",
+  async () => {
+    const email = uniqueEmail("bycorreo");
+    const u = await stack.createUser({
+      email,
+      row: { correo: email.toUpperCase(), rol: " Super-Admin " },
+    });
+    const res = await authSync(u, {
+      action: "sync",
+      ids: [u.rowId],
+      dry_run: true,
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body.results, [
+      { id: u.rowId, status: "linked", auth_user_id: u.id },
+    ]);
+    // dry_run: the row stays unlinked.
+    assert.equal((await row(u.rowId!)).auth_user_id, null);
+  },
+);
+
+e2eTest(
+  "auth-sync: a user whose email's local part is an administrator's username gets 403",
+  async () => {
+    const username = `jefe${crypto.randomUUID().slice(0, 8)}`;
+    await stack.sql`
+    insert into public.usuarios (nombre_usuario, rol)
+    values (${username}, 'administrador')`;
+    const outsider = await stack.createUser({
+      email: `${username}@elsewhere.test`,
+    });
+    const res = await authSync(outsider, { action: "sync", dry_run: true });
+    assert.equal(res.status, 403);
+    assert.deepEqual(res.body, {
+      message: "Acceso denegado (se requiere administrador)",
+      code: "admin_required",
+    });
+  },
+);
+
+e2eTest("auth-sync: a user without administrator rights gets 403", async () => {
+  const u = await stack.createUser({
+    row: { auth_user_id: true, rol: "usuario" },
+  });
+  const res = await authSync(u, { action: "sync", dry_run: true });
+  assert.equal(res.status, 403);
+  assert.deepEqual(res.body, {
+    message: "Acceso denegado (se requiere administrador)",
+    code: "admin_required",
+  });
+});
+
+e2eTest(
+  "auth-sync: rights are checked before the body, so a non-administrator's bad JSON gets 403",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const res = await call(stack.apiUrl, "auth-sync", {
+      headers: {
+        Authorization: `Bearer ${u.token}`,
+        "Content-Type": "application/json",
+      },
+      body: "{not json",
+    });
+    assert.equal(res.status, 403);
+    assert.equal(res.body.code, "admin_required");
+  },
+);
+
+e2eTest("auth-sync: an identity without a usuarios row gets 404", async () => {
+  const u = await stack.createUser();
+  const res = await authSync(u, { action: "sync", dry_run: true });
+  assert.equal(res.status, 404);
+  assert.deepEqual(res.body, {
+    message: "No se encontró el usuario en la tabla usuarios",
+    code: "user_not_found",
+  });
+});
+
+e2eTest(
+  "auth-sync: a confirmed email in ADMIN_EMAILS is an administrator without a row",
+  async () => {
+    const res = await authSync(boss, {
+      action: "sync",
+      ids: [admin.rowId],
+      dry_run: true,
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.ok, true);
+    assert.deepEqual(res.body.results, [
+      { id: admin.rowId, status: "in_sync", auth_user_id: admin.id },
+    ]);
+  },
+);
+
+e2eTest(
+  "auth-sync: an unconfirmed email in ADMIN_EMAILS gives no rights",
+  async () => {
+    const pending = await stack.createUser({
+      email: PENDING_EMAIL,
+      confirmed: false,
+    });
+    const token = await hs256Token(stack.apiUrl, {
+      id: pending.id,
+      email: PENDING_EMAIL,
+    });
+    const res = await call(stack.apiUrl, "auth-sync", {
+      headers: {
+        Authorization: `Bearer ${token}`,
+        "Content-Type": "application/json",
+      },
+      body: JSON.stringify({ action: "sync", dry_run: true }),
+    });
+    assert.equal(res.status, 404);
+    assert.deepEqual(res.body, {
+      message: "No se encontró el usuario en la tabla usuarios",
+      code: "user_not_found",
+    });
+  },
+);
+
+// -------------------------------------------------------------------- body
+
+e2eTest("auth-sync: a body that is not JSON gives 400 bad_json", async () => {
+  const res = await call(stack.apiUrl, "auth-sync", {
+    headers: {
+      Authorization: `Bearer ${admin.token}`,
+      "Content-Type": "application/json",
+    },
+    body: '{"action": "sync",',
+  });
+  assert.equal(res.status, 400);
+  assert.deepEqual(res.body, { message: "JSON inválido", code: "bad_json" });
+});
+
+e2eTest(
+  "auth-sync: a body failing the schema gives 400 validation_failed with issues and no password",
+  async () => {
+    const password = pw("too-long") + "x".repeat(40);
+    passwordsSent.push(password);
+    const res = await authSync(admin, {
+      action: "update",
+      id: -3,
+      email: "nope",
+      password,
+    });
+    assert.equal(res.status, 400);
+    assert.equal(res.body.message, "Solicitud inválida");
+    assert.equal(res.body.code, "validation_failed");
+    assert.deepEqual(
+      res.body.issues.map((i: { path: unknown[] }) => i.path),
+      [["id"], ["email"], ["password"]],
+    );
+    for (const issue of res.body.issues) {
+      assert.equal(typeof issue.message, "string");
+    }
+    assert.ok(!JSON.stringify(res.body).includes(password));
+
+    const none = await authSync(admin, { action: "update", id: 1 });
+    assert.equal(none.status, 400);
+    assert.deepEqual(none.body.issues, [{
+      path: [],
+      message: "At least one of email, password or nombre_usuario is required",
+    }]);
+
+    const unknown = await authSync(admin, { action: "rename" });
+    assert.equal(unknown.status, 400);
+    assert.deepEqual(
+      unknown.body.issues.map((i: { path: unknown[] }) => i.path),
+      [["action"]],
+    );
+  },
+);
+
+// ------------------------------------------------------------------ update
+
+e2eTest(
+  "auth-sync: update email moves sign-in to the new email and changes correo",
+  async () => {
+    const email = uniqueEmail("before");
+    const u = await stack.createUser({
+      email,
+      row: { auth_user_id: true, correo: email },
+    });
+    const newEmail = uniqueEmail("moved");
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      email: ` ${newEmail.toUpperCase()} `,
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, {
+      ok: true,
+      user: {
+        id: u.rowId,
+        correo: newEmail,
+        nombre_usuario: null,
+        auth_user_id: u.id,
+        rol: "usuario",
+      },
+      changed: ["email"],
+      identity_created: false,
+    });
+    assert.equal((await row(u.rowId!)).correo, newEmail);
+    assert.equal(await providerEmail(u.id), newEmail);
+    assert.equal(await canSignIn(newEmail, u.password), true);
+    assert.equal(await canSignIn(u.email, u.password), false);
+    const audit = await auditRows(u.rowId!);
+    assert.deepEqual(audit.map((a) => ({ ...a })), [{
+      actor_auth_user_id: admin.id,
+      actor_email: admin.email,
+      action: "update",
+      target_id: String(u.rowId),
+      fields: ["email"],
+      outcome: "ok",
+      detail: null,
+    }]);
+  },
+);
+
+e2eTest(
+  "auth-sync: update password makes the old one fail and the new one work",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const password = pw("new");
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      password,
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body.changed, ["password"]);
+    assert.equal(res.body.identity_created, false);
+    assert.ok(!JSON.stringify(res.body).includes(password));
+    assert.equal(await canSignIn(u.email, u.password), false);
+    assert.equal(await canSignIn(u.email, password), true);
+  },
+);
+
+e2eTest("auth-sync: update nombre_usuario changes only the row", async () => {
+  const u = await stack.createUser({
+    row: { auth_user_id: true, nombre_usuario: "old-name" },
+  });
+  const name = `name-${crypto.randomUUID().slice(0, 8)}`;
+  const res = await authSync(admin, {
+    action: "update",
+    id: u.rowId,
+    nombre_usuario: ` ${name} `,
+  });
+  assert.equal(res.status, 200);
+  assert.deepEqual(res.body.user, {
+    id: u.rowId,
+    correo: null,
+    nombre_usuario: name,
+    auth_user_id: u.id,
+    rol: "usuario",
+  });
+  assert.deepEqual(res.body.changed, ["nombre_usuario"]);
+  assert.equal(await providerEmail(u.id), u.email);
+});
+
+e2eTest(
+  "auth-sync: a username already taken gives 409 and changes nothing",
+  async () => {
+    const taken = `taken-${crypto.randomUUID().slice(0, 8)}`;
+    await stack.createUser({ row: { nombre_usuario: taken } });
+    const u = await stack.createUser({
+      row: { auth_user_id: true, nombre_usuario: "mine" + taken },
+    });
+    const before = await row(u.rowId!);
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      nombre_usuario: taken.toUpperCase(),
+      email: uniqueEmail("never"),
+      password: pw("never"),
+    });
+    assert.equal(res.status, 409);
+    assert.deepEqual(res.body, {
+      message: "El nombre de usuario ya está en uso",
+      code: "username_exists",
+    });
+    assert.deepEqual(await row(u.rowId!), before);
+    assert.equal(await providerEmail(u.id), u.email);
+    assert.equal(await canSignIn(u.email, u.password), true);
+    const audit = await auditRows(u.rowId!);
+    assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+      ["failed", "username_exists", ["email", "password", "nombre_usuario"]],
+    ]);
+  },
+);
+
+e2eTest(
+  "auth-sync: an email already in another row gives 409 and changes nothing",
+  async () => {
+    const other = uniqueEmail("other");
+    await stack.createUser({ email: other, row: { correo: other } });
+    const u = await stack.createUser({
+      row: { auth_user_id: true, correo: "x-" + other },
+    });
+    const before = await row(u.rowId!);
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      email: other.toUpperCase(),
+    });
+    assert.equal(res.status, 409);
+    assert.deepEqual(res.body, {
+      message: "El correo ya está en uso",
+      code: "email_exists",
+    });
+    assert.deepEqual(await row(u.rowId!), before);
+    assert.equal(await providerEmail(u.id), u.email);
+  },
+);
+
+e2eTest(
+  "auth-sync: an email of another provider account gives 409 and changes nothing",
+  async () => {
+    const loner = await stack.createUser();
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const before = await row(u.rowId!);
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      email: loner.email,
+    });
+    assert.equal(res.status, 409);
+    assert.equal(res.body.code, "email_exists");
+    assert.deepEqual(await row(u.rowId!), before);
+    assert.equal(await providerEmail(u.id), u.email);
+  },
+);
+
+e2eTest(
+  "auth-sync: a password the provider finds weak gives 422 and changes nothing",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const before = await row(u.rowId!);
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      password: "12",
+      nombre_usuario: `weak-${crypto.randomUUID().slice(0, 8)}`,
+    });
+    assert.equal(res.status, 422);
+    assert.equal(res.body.message, "La contraseña es demasiado débil");
+    assert.equal(res.body.code, "weak_password");
+    assert.equal(typeof res.body.error, "string");
+    assert.deepEqual(await row(u.rowId!), before);
+    assert.equal(await canSignIn(u.email, u.password), true);
+  },
+);
+
+e2eTest(
+  "auth-sync: update of a row that does not exist gives 404 target_not_found",
+  async () => {
+    const res = await authSync(admin, {
+      action: "update",
+      id: 987654321,
+      nombre_usuario: "ghost",
+    });
+    assert.equal(res.status, 404);
+    assert.deepEqual(res.body, {
+      message: "No se encontró el usuario indicado",
+      code: "target_not_found",
+    });
+  },
+);
+
+e2eTest(
+  "auth-sync: a row with no account gets one created and linked, and can sign in",
+  async () => {
+    const email = uniqueEmail("fresh");
+    const [inserted] = await stack.sql`
+    insert into public.usuarios (correo, nombre_usuario)
+    values (${email}, 'fresh') returning id`;
+    const id = Number(inserted.id);
+    const password = pw("created");
+    const res = await authSync(admin, { action: "update", id, password });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.ok, true);
+    assert.equal(res.body.identity_created, true);
+    assert.deepEqual(res.body.changed, ["password", "auth_user_id"]);
+    const accountId = res.body.user.auth_user_id;
+    assert.match(accountId, /^[0-9a-f-]{36}$/);
+    assert.deepEqual(res.body.user, {
+      id,
+      correo: email,
+      nombre_usuario: "fresh",
+      auth_user_id: accountId,
+      rol: "usuario",
+    });
+    assert.equal((await row(id)).auth_user_id, accountId);
+    assert.equal(await providerEmail(accountId), email);
+    assert.equal(await canSignIn(email, password), true);
+  },
+);
+
+e2eTest(
+  "auth-sync: a row with no account and no password gives 400 and creates nothing",
+  async () => {
+    const [inserted] = await stack.sql`
+    insert into public.usuarios (correo) values (${uniqueEmail("nopw")})
+    returning id`;
+    const id = Number(inserted.id);
+    const newEmail = uniqueEmail("nopw-new");
+    const res = await authSync(admin, {
+      action: "update",
+      id,
+      email: newEmail,
+    });
+    assert.equal(res.status, 400);
+    assert.equal(res.body.code, "validation_failed");
+    assert.deepEqual(res.body.issues.map((i: { path: unknown[] }) => i.path), [[
+      "password",
+    ]]);
+    const { data } = await stack.admin().auth.admin.listUsers({
+      perPage: 1000,
+    });
+    assert.ok(!data.users.some((user) => user.email === newEmail));
+    assert.equal((await row(id)).auth_user_id, null);
+  },
+);
+
+e2eTest(
+  "auth-sync: an unlinked row whose correo has an account updates and links that account",
+  async () => {
+    const email = uniqueEmail("unlinked");
+    const u = await stack.createUser({ email, row: { correo: email } });
+    const password = pw("linked");
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      password,
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.identity_created, false);
+    assert.deepEqual(res.body.changed, ["password", "auth_user_id"]);
+    assert.equal(res.body.user.auth_user_id, u.id);
+    assert.equal((await row(u.rowId!)).auth_user_id, u.id);
+    assert.equal(await canSignIn(u.email, password), true);
+  },
+);
+
+// ---------------------------------------------------------------- failures
+
+e2eTest(
+  "auth-sync: a provider down during the update gives 503 and changes nothing",
+  async () => {
+    const proxy = authProxy(() =>
+      Promise.resolve(
+        Response.json({ code: 503, msg: "unavailable" }, { status: 503 }),
+      )
+    );
+    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+    try {
+      const u = await stack.createUser({ row: { auth_user_id: true } });
+      const before = await row(u.rowId!);
+      const res = await call(served.apiUrl, "auth-sync", {
+        headers: {
+          Authorization: `Bearer ${admin.token}`,
+          "Content-Type": "application/json",
+        },
+        body: JSON.stringify({
+          action: "update",
+          id: u.rowId,
+          email: uniqueEmail("down"),
+          nombre_usuario: "down",
+        }),
+      });
+      assert.equal(res.status, 503);
+      assert.deepEqual(res.body, {
+        message: "Proveedor de identidad no disponible",
+        code: "idp_unavailable",
+      });
+      assert.equal(res.headers.get("retry-after"), "5");
+      assert.deepEqual(await row(u.rowId!), before);
+      assert.equal(await providerEmail(u.id), u.email);
+      const audit = await auditRows(u.rowId!);
+      assert.deepEqual(audit.map((a) => [a.outcome, a.detail]), [
+        ["failed", "idp_unavailable"],
+      ]);
+    } finally {
+      await served.close();
+      await proxy.close();
+    }
+  },
+);
+
+e2eTest(
+  "auth-sync: a provider refusing the update for another reason gives 502 and changes nothing",
+  async () => {
+    const proxy = authProxy(() =>
+      Promise.resolve(
+        Response.json({
+          code: 400,
+          error_code: "unexpected_refusal",
+          msg: "refused by test proxy",
+        }, { status: 400 }),
+      )
+    );
+    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+    try {
+      const u = await stack.createUser({ row: { auth_user_id: true } });
+      const before = await row(u.rowId!);
+      const res = await call(served.apiUrl, "auth-sync", {
+        headers: {
+          Authorization: `Bearer ${admin.token}`,
+          "Content-Type": "application/json",
+        },
+        body: JSON.stringify({
+          action: "update",
+          id: u.rowId,
+          password: pw("refused"),
+          nombre_usuario: "refused",
+        }),
+      });
+      assert.equal(res.status, 502);
+      assert.deepEqual(res.body, {
+        message: "Error del proveedor de identidad",
+        code: "idp_error",
+        error: "refused by test proxy",
+        error_code: "unexpected_refusal",
+      });
+      assert.deepEqual(await row(u.rowId!), before);
+      assert.equal(await canSignIn(u.email, u.password), true);
+    } finally {
+      await served.close();
+      await proxy.close();
+    }
+  },
+);
+
+e2eTest(
+  "auth-sync: a database failure after an email change sets the email back at the provider",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const before = await row(u.rowId!);
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      email: uniqueEmail("explode"),
+    });
+    assert.equal(res.status, 500);
+    assert.equal(res.body.message, "Error sincronizando usuarios");
+    assert.equal(res.body.code, "sync_failed");
+    assert.match(res.body.error, /test trigger refuses this correo/);
+    assert.deepEqual(await row(u.rowId!), before);
+    assert.equal(await providerEmail(u.id), u.email);
+    assert.equal(await canSignIn(u.email, u.password), true);
+    const audit = await auditRows(u.rowId!);
+    assert.deepEqual(audit.map((a) => [a.outcome, a.detail]), [
+      ["failed", "sync_failed"],
+    ]);
+  },
+);
+
+e2eTest(
+  "auth-sync: a database failure after a password change is reported as partial_failure and audited",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const before = await row(u.rowId!);
+    const password = pw("partial");
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      email: uniqueEmail("explode"),
+      password,
+    });
+    assert.equal(res.status, 500);
+    assert.equal(
+      res.body.message,
+      "Cambio aplicado en el proveedor de identidad pero no en la base de datos",
+    );
+    assert.equal(res.body.code, "partial_failure");
+    assert.deepEqual(res.body.provider_changed, ["password"]);
+    assert.ok(!JSON.stringify(res.body).includes(password));
+    assert.deepEqual(await row(u.rowId!), before);
+    // The email was set back; the password could not be.
+    assert.equal(await providerEmail(u.id), u.email);
+    assert.equal(await canSignIn(u.email, password), true);
+    const audit = await auditRows(u.rowId!);
+    assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+      ["partial_failure", "partial_failure", ["email", "password"]],
+    ]);
+  },
+);
+
+e2eTest(
+  "auth-sync: a database failure after creating an account deletes that account again",
+  async () => {
+    const [inserted] = await stack.sql`
+    insert into public.usuarios (correo) values (${uniqueEmail("orphan")})
+    returning id`;
+    const id = Number(inserted.id);
+    const email = uniqueEmail("explode");
+    const res = await authSync(admin, {
+      action: "update",
+      id,
+      email,
+      password: pw("orphan"),
+    });
+    assert.equal(res.status, 500);
+    assert.equal(res.body.code, "sync_failed");
+    assert.equal((await row(id)).auth_user_id, null);
+    const { data } = await stack.admin().auth.admin.listUsers({
+      perPage: 1000,
+    });
+    assert.ok(!data.users.some((user) => user.email === email));
+  },
+);
+
+e2eTest(
+  "auth-sync: two concurrent updates of one row both land, in order",
+  async () => {
+    // The first update's provider call is held for a second, so the second
+    // request certainly arrives while the first is under way.
+    const proxy = authProxy(async () => {
+      await new Promise((r) => setTimeout(r, 1000));
+      return null;
+    });
+    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+    try {
+      const u = await stack.createUser({ row: { auth_user_id: true } });
+      const send = (email: string, name: string) =>
+        call(served.apiUrl, "auth-sync", {
+          headers: {
+            Authorization: `Bearer ${admin.token}`,
+            "Content-Type": "application/json",
+          },
+          body: JSON.stringify({
+            action: "update",
+            id: u.rowId,
+            email,
+            nombre_usuario: name,
+          }),
+        });
+      const first = uniqueEmail("first");
+      const second = uniqueEmail("second");
+      const a = send(first, `first-${u.rowId}`);
+      await new Promise((r) => setTimeout(r, 200));
+      const b = send(second, `second-${u.rowId}`);
+      const [ra, rb] = await Promise.all([a, b]);
+      assert.equal(ra.status, 200);
+      assert.equal(rb.status, 200);
+      assert.equal(ra.body.user.correo, first);
+      assert.equal(rb.body.user.correo, second);
+      const final = await row(u.rowId!);
+      assert.equal(final.correo, second);
+      assert.equal(final.nombre_usuario, `second-${u.rowId}`);
+      assert.equal(await providerEmail(u.id), second);
+      const audit = await auditRows(u.rowId!);
+      assert.deepEqual(audit.map((x) => x.outcome), ["ok", "ok"]);
+    } finally {
+      await served.close();
+      await proxy.close();
+    }
+  },
+);
+
+// -------------------------------------------------------------------- sync
+
+/** Rows covering every sync status; returns their ids by name. */
+async function syncFixture() {
+  const inSync = await stack.createUser({ row: { auth_user_id: true } });
+  const toLinkEmail = uniqueEmail("tolink");
+  const toLink = await stack.createUser({
+    email: toLinkEmail,
+    row: { correo: toLinkEmail.toUpperCase() },
+  });
+  const [noIdentity] = await stack.sql`
+    insert into public.usuarios (correo) values (${uniqueEmail("none")})
+    returning id`;
+  const [noEmail] = await stack.sql`
+    insert into public.usuarios (nombre_usuario)
+    values (${`noemail-${crypto.randomUUID().slice(0, 8)}`}) returning id`;
+  // Linked to one account while its correo is another account's.
+  const other = await stack.createUser();
+  const mismatched = await stack.createUser({ row: { auth_user_id: true } });
+  await stack
+    .sql`update public.usuarios set correo = ${other.email} where id = ${mismatched.rowId}`;
+  return {
+    inSync,
+    toLink,
+    noIdentity: Number(noIdentity.id),
+    noEmail: Number(noEmail.id),
+    mismatched,
+  };
+}
+
+e2eTest(
+  "auth-sync: sync reports each status, and dry_run writes nothing",
+  async () => {
+    const f = await syncFixture();
+    const ids = [
+      f.inSync.rowId!,
+      f.toLink.rowId!,
+      f.noIdentity,
+      f.noEmail,
+      f.mismatched.rowId!,
+    ];
+    const expected = [
+      { id: f.inSync.rowId, status: "in_sync", auth_user_id: f.inSync.id },
+      { id: f.toLink.rowId, status: "linked", auth_user_id: f.toLink.id },
+      { id: f.noIdentity, status: "no_identity", auth_user_id: null },
+      { id: f.noEmail, status: "no_email", auth_user_id: null },
+      {
+        id: f.mismatched.rowId,
+        status: "conflict",
+        auth_user_id: f.mismatched.id,
+      },
+    ];
+    const dry = await authSync(admin, { action: "sync", ids, dry_run: true });
+    assert.equal(dry.status, 200);
+    assert.deepEqual(dry.body, {
+      ok: true,
+      results: expected,
+      summary: {
+        linked: 1,
+        in_sync: 1,
+        no_identity: 1,
+        conflict: 1,
+        no_email: 1,
+      },
+      next_after_id: null,
+    });
+    assert.equal((await row(f.toLink.rowId!)).auth_user_id, null);
+    assert.equal((await auditRows(f.toLink.rowId!)).length, 0);
+
+    const real = await authSync(admin, { action: "sync", ids });
+    assert.equal(real.status, 200);
+    assert.deepEqual(real.body.results, expected);
+    assert.equal((await row(f.toLink.rowId!)).auth_user_id, f.toLink.id);
+    const audit = await auditRows(f.toLink.rowId!);
+    assert.deepEqual(audit.map((a) => [a.action, a.fields, a.outcome]), [
+      ["sync", ["auth_user_id"], "ok"],
+    ]);
+
+    // Once linked, the row is in sync; nothing else changed.
+    const again = await authSync(admin, { action: "sync", ids });
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body.summary, {
+      linked: 0,
+      in_sync: 2,
+      no_identity: 1,
+      conflict: 1,
+      no_email: 1,
+    });
+    assert.equal(
+      (await row(f.mismatched.rowId!)).auth_user_id,
+      f.mismatched.id,
+    );
+  },
+);
+
+e2eTest(
+  "auth-sync: sync reports conflict for a row whose correo's account is linked to another row",
+  async () => {
+    const owner = await stack.createUser({ row: { auth_user_id: true } });
+    const [other] = await stack.sql`
+    insert into public.usuarios (correo) values (${owner.email})
+    returning id`;
+    const res = await authSync(admin, {
+      action: "sync",
+      ids: [Number(other.id), owner.rowId],
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body.results, [
+      { id: owner.rowId, status: "in_sync", auth_user_id: owner.id },
+      { id: Number(other.id), status: "conflict", auth_user_id: null },
+    ]);
+    assert.equal((await row(Number(other.id))).auth_user_id, null);
+  },
+);
+
+e2eTest(
+  "auth-sync: sync pages with after_id, limit and next_after_id",
+  async () => {
+    const ids: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const [r] = await stack.sql`
+      insert into public.usuarios (correo) values (${uniqueEmail("page")})
+      returning id`;
+      ids.push(Number(r.id));
+    }
+    const seen: number[] = [];
+    let after: number | undefined;
+    const nexts: (number | null)[] = [];
+    for (let page = 0; page < 4; page++) {
+      const res = await authSync(admin, {
+        action: "sync",
+        ids,
+        limit: 2,
+        ...(after === undefined ? {} : { after_id: after }),
+      });
+      assert.equal(res.status, 200);
+      seen.push(...res.body.results.map((r: { id: number }) => r.id));
+      nexts.push(res.body.next_after_id);
+      if (res.body.next_after_id === null) break;
+      after = res.body.next_after_id;
+    }
+    assert.deepEqual(seen, ids);
+    assert.deepEqual(nexts, [ids[1], ids[3], null]);
+
+    // Without ids: rows after after_id, in id order.
+    const tail = await authSync(admin, {
+      action: "sync",
+      after_id: ids[2],
+      limit: 500,
+      dry_run: true,
+    });
+    assert.equal(tail.status, 200);
+    assert.deepEqual(tail.body.results.map((r: { id: number }) => r.id), [
+      ids[3],
+      ids[4],
+    ]);
+    assert.equal(tail.body.next_after_id, null);
+  },
+);
+
+// ------------------------------------------------------------------ legacy
+
+e2eTest(
+  "auth-sync: without the auth_user_id column, update and sync match accounts by correo",
+  async () => {
+    // Last but the audit scan: the column stays dropped for the rest of the
+    // file. The administrator is the ADMIN_EMAILS one, who needs no row.
+    const withAccountEmail = uniqueEmail("legacy");
+    const withAccount = await stack.createUser({
+      email: withAccountEmail,
+      row: { correo: withAccountEmail },
+    });
+    const bareEmail = uniqueEmail("legacy-bare");
+    const [bare] = await stack.sql`
+    insert into public.usuarios (correo) values (${bareEmail}) returning id`;
+    const [noEmail] = await stack.sql`
+    insert into public.usuarios (nombre_usuario)
+    values (${`legacy-${crypto.randomUUID().slice(0, 8)}`}) returning id`;
+    await stack.sql`alter table public.usuarios drop column auth_user_id`;
+
+    const password = pw("legacy");
+    const updated = await authSync(boss, {
+      action: "update",
+      id: withAccount.rowId,
+      password,
+    });
+    assert.equal(updated.status, 200);
+    assert.deepEqual(updated.body, {
+      ok: true,
+      user: {
+        id: withAccount.rowId,
+        correo: withAccountEmail,
+        nombre_usuario: null,
+        auth_user_id: withAccount.id,
+        rol: "usuario",
+      },
+      changed: ["password"],
+      identity_created: false,
+    });
+    assert.equal(await canSignIn(withAccountEmail, password), true);
+
+    const sync = await authSync(boss, {
+      action: "sync",
+      ids: [withAccount.rowId, Number(bare.id), Number(noEmail.id)],
+    });
+    assert.equal(sync.status, 200);
+    assert.deepEqual(sync.body.results, [
+      {
+        id: withAccount.rowId,
+        status: "in_sync",
+        auth_user_id: withAccount.id,
+      },
+      { id: Number(bare.id), status: "no_identity", auth_user_id: null },
+      { id: Number(noEmail.id), status: "no_email", auth_user_id: null },
+    ]);
+
+    const created = await authSync(boss, {
+      action: "update",
+      id: Number(bare.id),
+      password: pw("legacy-created"),
+    });
+    assert.equal(created.status, 200);
+    assert.equal(created.body.identity_created, true);
+    assert.deepEqual(created.body.changed, ["password"]);
+    assert.equal(
+      await providerEmail(created.body.user.auth_user_id),
+      bareEmail,
+    );
+  },
+);
+
+e2eTest("auth-sync: audit rows hold no password", async () => {
+  const rows = await stack.sql`
+    select row_to_json(a)::text as text from public.auth_sync_audit a`;
+  assert.ok(rows.length > 0);
+  const all = rows.map((r) => r.text).join("\n");
+  for (const password of passwordsSent) {
+    assert.ok(!all.includes(password), "an audit row holds a password");
+  }
+});
+
+closeStackAfterAll("auth-sync", stack);
