@@ -52,6 +52,7 @@ import {
   NIL_UUID,
   phoneTaken,
   setIdentityProviderId,
+  setPassword,
   updateIdentityData,
   updateUser,
   type UserRow,
@@ -401,20 +402,7 @@ async function _update(
         }, now);
       }
       if (hash !== undefined) {
-        await updateUser(tx, user.id, {
-          encrypted_password: hash,
-          confirmation_token: "",
-          confirmation_sent_at: null,
-          recovery_token: "",
-          recovery_sent_at: null,
-          email_change_token_current: "",
-          email_change_token_new: "",
-          email_change_sent_at: null,
-          phone_change_token: "",
-          phone_change_sent_at: null,
-          reauthentication_token: "",
-          reauthentication_sent_at: null,
-        }, now);
+        await setPassword(tx, user.id, hash, now);
         // An admin password change signs the user out everywhere.
         await deleteUserSessions(tx, user.id);
       }

@@ -58,6 +58,7 @@ import {
   iso,
   mergeMetadata,
   msOf,
+  setPassword,
   updateUser,
   type UserUpdate,
 } from "./store.ts";
@@ -566,20 +567,7 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
     if (hash !== undefined) {
       // A new password invalidates pending one-time tokens and every other
       // session (UpdatePassword).
-      await updateUser(tx, user.id, {
-        encrypted_password: hash,
-        confirmation_token: "",
-        confirmation_sent_at: null,
-        recovery_token: "",
-        recovery_sent_at: null,
-        email_change_token_current: "",
-        email_change_token_new: "",
-        email_change_sent_at: null,
-        phone_change_token: "",
-        phone_change_sent_at: null,
-        reauthentication_token: "",
-        reauthentication_sent_at: null,
-      }, now);
+      await setPassword(tx, user.id, hash, now);
       if (p.session) await deleteOtherSessions(tx, user.id, p.session.id);
       else await deleteUserSessions(tx, user.id);
     }

@@ -294,6 +294,32 @@ export async function updateUser(
   );
 }
 
+/**
+ * Sets a new password hash and, as Supabase Auth's `UpdatePassword` does,
+ * voids every pending one-time token of the user.
+ */
+export async function setPassword(
+  db: Db,
+  id: string,
+  hash: string | null,
+  now: number,
+): Promise<void> {
+  await updateUser(db, id, {
+    encrypted_password: hash,
+    confirmation_token: "",
+    confirmation_sent_at: null,
+    recovery_token: "",
+    recovery_sent_at: null,
+    email_change_token_current: "",
+    email_change_token_new: "",
+    email_change_sent_at: null,
+    phone_change_token: "",
+    phone_change_sent_at: null,
+    reauthentication_token: "",
+    reauthentication_sent_at: null,
+  }, now);
+}
+
 /** Deletes a user; identities, sessions and refresh tokens cascade. */
 export async function deleteUser(db: Db, id: string): Promise<void> {
   await db`delete from auth.users where id = ${id}::uuid`;

@@ -21,23 +21,7 @@ export async function hs256Token(
   claims: Record<string, unknown> = {},
   secret = LOCAL_JWT_SECRET,
 ): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return await new SignJWT({
-    aud: "authenticated",
-    role: "authenticated",
-    email: user.email,
-    phone: "",
-    app_metadata: { provider: "email", providers: ["email"] },
-    user_metadata: {},
-    aal: "aal1",
-    amr: [{ method: "password", timestamp: now }],
-    is_anonymous: false,
-    iss: `${apiUrl}/auth/v1`,
-    sub: user.id,
-    iat: now,
-    exp: now + 3600,
-    ...claims,
-  })
+  return await new SignJWT(_claims(apiUrl, user, claims))
     .setProtectedHeader({ alg: "HS256", typ: "JWT" })
     .sign(new TextEncoder().encode(secret));
 }
@@ -52,23 +36,7 @@ export async function es256Token(
   key: { privateJwk: JsonWebKey; kid: string },
   claims: Record<string, unknown> = {},
 ): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return await new SignJWT({
-    aud: "authenticated",
-    role: "authenticated",
-    email: user.email,
-    phone: "",
-    app_metadata: { provider: "email", providers: ["email"] },
-    user_metadata: {},
-    aal: "aal1",
-    amr: [{ method: "password", timestamp: now }],
-    is_anonymous: false,
-    iss: `${apiUrl}/auth/v1`,
-    sub: user.id,
-    iat: now,
-    exp: now + 3600,
-    ...claims,
-  })
+  return await new SignJWT(_claims(apiUrl, user, claims))
     .setProtectedHeader({ alg: "ES256", kid: key.kid, typ: "JWT" })
     .sign(await importJWK(_signingJwk(key.privateJwk), "ES256"));
 }
@@ -83,4 +51,29 @@ export function sessionIdOf(token: string): string {
 function _signingJwk(jwk: JsonWebKey): JWK {
   const { key_ops: _ops, use: _use, ...rest } = jwk as JWK;
   return rest;
+}
+
+// The claims Supabase Auth puts in an access token, overridden by `claims`.
+function _claims(
+  apiUrl: string,
+  user: { id: string; email: string },
+  claims: Record<string, unknown>,
+): Record<string, unknown> {
+  const now = Math.floor(Date.now() / 1000);
+  return {
+    aud: "authenticated",
+    role: "authenticated",
+    email: user.email,
+    phone: "",
+    app_metadata: { provider: "email", providers: ["email"] },
+    user_metadata: {},
+    aal: "aal1",
+    amr: [{ method: "password", timestamp: now }],
+    is_anonymous: false,
+    iss: `${apiUrl}/auth/v1`,
+    sub: user.id,
+    iat: now,
+    exp: now + 3600,
+    ...claims,
+  };
 }
