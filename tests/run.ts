@@ -69,7 +69,7 @@ await check("fmt", ["fmt", "--check"]);
 await check("lint", ["lint"]);
 await check("check", ["check", "supabase/functions", "local", "tests"]);
 await suite("unit", ["supabase/functions"]);
-const dbPaths = ["local", "tests/e2e"];
+const dbPaths = ["local", "tests/e2e", "tests/verify"];
 await suite("pglite", dbPaths, { TEST_DATABASE_URL: "" });
 const pg = await ensurePostgres();
 if (pg.url !== null) {

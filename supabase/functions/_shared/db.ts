@@ -17,7 +17,9 @@ const _pools = new Map<string, Sql>();
  * The isolate's pool for the environment's database, created on first use.
  *
  * `prepare: false` because Supabase's transaction pooler (port 6543) cannot
- * keep named prepared statements across transactions.
+ * keep named prepared statements across transactions. Reconnection waits
+ * at most about half a second between attempts (postgres.js's default grows
+ * to 20 s), so pings answer again within 2 s of the database's return.
  *
  * @example
  * ```ts
@@ -33,6 +35,7 @@ export function database(env: Pick<FunctionEnv, "dbUrl" | "dbPoolMax">): Sql {
       prepare: false,
       idle_timeout: 20,
       connect_timeout: 5,
+      backoff: _reconnectDelay,
       max_lifetime: 60 * 30,
       onnotice: () => {},
       connection: { application_name: "presence-auth-functions" },
@@ -53,6 +56,12 @@ export async function closeDatabases(url?: string): Promise<void> {
     _pools.delete(u);
     return sql?.end({ timeout: 5 });
   }));
+}
+
+// Seconds before reconnect attempt `retries`: 50 ms doubling to 500 ms, with
+// jitter so that isolates do not reconnect in step.
+function _reconnectDelay(retries: number): number {
+  return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 0.5);
 }
 
 /** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */
