@@ -4,8 +4,9 @@
  * DECISIONS.md "Requests and errors", "Administrator rights" and "auth-sync".
  *
  * Provider failures are simulated with a loopback proxy in front of the
- * stack's Auth that forwards everything but fails (or delays) the admin
- * `PUT /auth/v1/admin/users/<id>`; the function is served against it with
+ * stack's Auth that forwards everything but fails (or delays, or lets
+ * through and then loses the answer to) the admin writes to
+ * `/auth/v1/admin/users`; the function is served against it with
  * `withFunctionEnv({ SUPABASE_URL })`. Database failures after the provider
  * changed come from a test trigger that refuses `correo` values starting
  * with `explode-`.
@@ -98,31 +99,148 @@ async function auditRows(targetId: number) {
 }
 
 /**
- * A proxy to the stack's API that answers the Auth admin `PUT` itself when
- * `onPut` returns a response, and forwards everything else.
+ * A proxy to the stack's API that answers the Auth admin writes
+ * (`PUT`/`POST`/`DELETE` under `/auth/v1/admin/users`) itself when
+ * `onWrite` returns a response, and forwards everything else. `forward`
+ * lets the write through to Auth and gives back Auth's answer.
  */
-function authProxy(onPut: (req: Request) => Promise<Response | null>) {
+function authProxy(
+  onWrite: (
+    req: Request,
+    forward: () => Promise<Response>,
+  ) => Promise<Response | null>,
+) {
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
     async (req) => {
       const url = new URL(req.url);
+      const forward = () =>
+        fetch(`${stack.apiUrl}${url.pathname}${url.search}`, {
+          method: req.method,
+          headers: req.headers,
+          body: req.body,
+        });
       if (
-        req.method === "PUT" && url.pathname.startsWith("/auth/v1/admin/users/")
+        req.method !== "GET" && url.pathname.startsWith("/auth/v1/admin/users")
       ) {
-        const answer = await onPut(req);
+        const answer = await onWrite(req, forward);
         if (answer) return answer;
       }
-      return await fetch(`${stack.apiUrl}${url.pathname}${url.search}`, {
-        method: req.method,
-        headers: req.headers,
-        body: req.body,
-      });
+      return await forward();
     },
   );
   return {
     url: `http://127.0.0.1:${server.addr.port}`,
     close: () => server.shutdown(),
   };
+}
+
+/** Ways a proxy loses Auth's answer to a write it let through. */
+const LOSSES = [
+  "answers 500",
+  "drops the connection",
+  "answers after 10 s",
+] as const;
+
+/**
+ * Lets the write through to Auth, then loses Auth's answer the `loss` way.
+ * The 10 s answer comes after the functions' 5 s provider timeout.
+ */
+async function applyAndLose(
+  loss: typeof LOSSES[number],
+  req: Request,
+  forward: () => Promise<Response>,
+): Promise<Response> {
+  const applied = await forward();
+  assert.ok(applied.ok, `Auth refused the write: ${applied.status}`);
+  await applied.body?.cancel();
+  if (loss === "answers 500") {
+    return Response.json({
+      code: 500,
+      error_code: "unexpected_failure",
+      msg: "answer lost by test proxy",
+    }, { status: 500 });
+  }
+  if (loss === "drops the connection") {
+    // A body that fails mid-stream: the caller sees a network error.
+    return new Response(
+      new ReadableStream({
+        start(c) {
+          c.enqueue(new TextEncoder().encode('{"id":'));
+          c.error(new Error("connection dropped by test proxy"));
+        },
+      }),
+      { status: 200, headers: { "Content-Type": "application/json" } },
+    );
+  }
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 10_000);
+    req.signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  return Response.json({}, { status: 200 });
+}
+
+/** Its first admin write: let through, its answer lost; later ones forwarded. */
+function losingFirstWrite(loss: typeof LOSSES[number]) {
+  let armed = true;
+  return authProxy((req, forward) => {
+    if (!armed) return Promise.resolve(null);
+    armed = false;
+    return applyAndLose(loss, req, forward);
+  });
+}
+
+/**
+ * A proxy that serves the function's token check, then stops listening:
+ * the account change that follows finds the port closed (connection
+ * refused), so it never leaves the function.
+ */
+function stoppingAfterTokenCheck() {
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req) => {
+      const url = new URL(req.url);
+      const res = await fetch(`${stack.apiUrl}${url.pathname}${url.search}`, {
+        method: req.method,
+        headers: req.headers,
+        body: req.body,
+      });
+      if (url.pathname !== "/auth/v1/user") return res;
+      // Stops accepting at once; `Connection: close` keeps the function
+      // from reusing this connection for its next call.
+      server.shutdown();
+      const headers = new Headers(res.headers);
+      headers.set("Connection", "close");
+      return new Response(res.body, { status: res.status, headers });
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    close: () => server.finished,
+  };
+}
+
+/** An update sent as `admin` to functions served at `apiUrl`. */
+function updateVia(apiUrl: string, body: Record<string, unknown>) {
+  return call(apiUrl, "auth-sync", {
+    headers: {
+      Authorization: `Bearer ${admin.token}`,
+      "Content-Type": "application/json",
+    },
+    body: JSON.stringify({ action: "update", ...body }),
+  });
+}
+
+/** A user whose row is linked and whose correo is its account's email. */
+function linkedUser(prefix: string): Promise<TestUser> {
+  const email = uniqueEmail(prefix);
+  return stack.createUser({
+    email,
+    row: { auth_user_id: true, correo: email },
+  });
 }
 
 // ---------------------------------------------------------------- requests
@@ -380,6 +498,41 @@ e2eTest(
       unknown.body.issues.map((i: { path: unknown[] }) => i.path),
       [["action"]],
     );
+  },
+);
+
+e2eTest(
+  "auth-sync: a NUL character in nombre_usuario, email or password gives 400 validation_failed and changes nothing",
+  async () => {
+    const u = await linkedUser("nul");
+    const before = await row(u.rowId!);
+    for (
+      const [field, value] of [
+        ["nombre_usuario", "a\u0000b"],
+        ["email", "nul\u0000@test.local"],
+        ["password", "pw-\u0000-nul"],
+      ] as const
+    ) {
+      const res = await authSync(admin, {
+        action: "update",
+        id: u.rowId,
+        [field]: value,
+      });
+      assert.equal(res.status, 400, field);
+      assert.deepEqual(res.body, {
+        message: "Solicitud inválida",
+        code: "validation_failed",
+        issues: [{
+          path: [field],
+          message: "Must not contain the NUL character (U+0000)",
+        }],
+      });
+    }
+    assert.deepEqual(await row(u.rowId!), before);
+    assert.equal(await providerEmail(u.id), u.email);
+    assert.equal(await canSignIn(u.email, u.password), true);
+    // Refused before anything was tried: no audit row.
+    assert.equal((await auditRows(u.rowId!)).length, 0);
   },
 );
 
@@ -691,6 +844,226 @@ e2eTest(
       const audit = await auditRows(u.rowId!);
       assert.deepEqual(audit.map((a) => [a.outcome, a.detail]), [
         ["failed", "idp_unavailable"],
+      ]);
+    } finally {
+      await served.close();
+      await proxy.close();
+    }
+  },
+);
+
+for (const loss of LOSSES) {
+  e2eTest(
+    `auth-sync: a provider that changes the email and then ${loss} has it set back: 503, row and account keep the old email`,
+    async () => {
+      const proxy = losingFirstWrite(loss);
+      const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+      try {
+        const u = await linkedUser("lost-email");
+        const before = await row(u.rowId!);
+        const res = await updateVia(served.apiUrl, {
+          id: u.rowId,
+          email: uniqueEmail("never"),
+        });
+        assert.equal(res.status, 503);
+        assert.deepEqual(res.body, {
+          message: "Proveedor de identidad no disponible",
+          code: "idp_unavailable",
+        });
+        assert.equal(res.headers.get("retry-after"), "5");
+        assert.deepEqual(await row(u.rowId!), before);
+        assert.equal(await providerEmail(u.id), u.email);
+        assert.equal(await canSignIn(u.email, u.password), true);
+        const audit = await auditRows(u.rowId!);
+        assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+          ["failed", "idp_unavailable_undone", ["email"]],
+        ]);
+      } finally {
+        await served.close();
+        await proxy.close();
+      }
+    },
+  );
+
+  e2eTest(
+    `auth-sync: a provider that changes the password and then ${loss} gives 500 partial_failure, audited`,
+    async () => {
+      const proxy = losingFirstWrite(loss);
+      const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+      try {
+        const u = await linkedUser("lost-password");
+        const before = await row(u.rowId!);
+        const password = pw("lost");
+        const res = await updateVia(served.apiUrl, { id: u.rowId, password });
+        assert.equal(res.status, 500);
+        assert.equal(
+          res.body.message,
+          "Cambio aplicado en el proveedor de identidad pero no en la base de datos",
+        );
+        assert.equal(res.body.code, "partial_failure");
+        assert.deepEqual(res.body.provider_changed, ["password"]);
+        assert.equal(res.body.provider_state, undefined);
+        assert.match(res.body.error, /answer to the account change was lost/);
+        assert.ok(!JSON.stringify(res.body).includes(password));
+        assert.deepEqual(await row(u.rowId!), before);
+        // The password did change: the answer says so.
+        assert.equal(await providerEmail(u.id), u.email);
+        assert.equal(await canSignIn(u.email, password), true);
+        const audit = await auditRows(u.rowId!);
+        assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+          ["partial_failure", "idp_answer_lost:password", ["password"]],
+        ]);
+      } finally {
+        await served.close();
+        await proxy.close();
+      }
+    },
+  );
+}
+
+e2eTest(
+  "auth-sync: a lost answer to an email, password and username change sets the email back and reports the password",
+  async () => {
+    const proxy = losingFirstWrite("answers 500");
+    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+    try {
+      const u = await linkedUser("lost-all");
+      const before = await row(u.rowId!);
+      const password = pw("lost-all");
+      const res = await updateVia(served.apiUrl, {
+        id: u.rowId,
+        email: uniqueEmail("never"),
+        password,
+        nombre_usuario: `never-${u.rowId}`,
+      });
+      assert.equal(res.status, 500);
+      assert.equal(res.body.code, "partial_failure");
+      assert.deepEqual(res.body.provider_changed, ["password"]);
+      assert.deepEqual(await row(u.rowId!), before);
+      assert.equal(await providerEmail(u.id), u.email);
+      assert.equal(await canSignIn(u.email, password), true);
+      const audit = await auditRows(u.rowId!);
+      assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+        [
+          "partial_failure",
+          "idp_answer_lost:password",
+          ["email", "password", "nombre_usuario"],
+        ],
+      ]);
+    } finally {
+      await served.close();
+      await proxy.close();
+    }
+  },
+);
+
+e2eTest(
+  "auth-sync: an email change whose answer is lost and whose undo fails gives 500 partial_failure with provider_changed email",
+  async () => {
+    // The first PUT is applied and its answer lost; every later one (the
+    // undo) is answered 500 without reaching Auth.
+    let first = true;
+    const proxy = authProxy((req, forward) => {
+      if (first) {
+        first = false;
+        return applyAndLose("answers 500", req, forward);
+      }
+      return Promise.resolve(
+        Response.json({ code: 500, msg: "down" }, { status: 500 }),
+      );
+    });
+    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+    try {
+      const u = await linkedUser("lost-undo");
+      const before = await row(u.rowId!);
+      const newEmail = uniqueEmail("stuck");
+      const res = await updateVia(served.apiUrl, {
+        id: u.rowId,
+        email: newEmail,
+      });
+      assert.equal(res.status, 500);
+      assert.equal(res.body.code, "partial_failure");
+      assert.deepEqual(res.body.provider_changed, ["email"]);
+      assert.equal(typeof res.body.error, "string");
+      // Row and account differ, and the answer and the audit say so.
+      assert.deepEqual(await row(u.rowId!), before);
+      assert.equal(await providerEmail(u.id), newEmail);
+      const audit = await auditRows(u.rowId!);
+      assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+        ["partial_failure", "idp_answer_lost:email", ["email"]],
+      ]);
+    } finally {
+      await served.close();
+      await proxy.close();
+    }
+  },
+);
+
+e2eTest(
+  "auth-sync: an account creation whose answer is lost deletes the account again: 503 and nothing created",
+  async () => {
+    const proxy = losingFirstWrite("answers 500");
+    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+    try {
+      const [inserted] = await stack.sql`
+        insert into public.usuarios (correo) values (${uniqueEmail("lost-new")})
+        returning id`;
+      const id = Number(inserted.id);
+      const before = await row(id);
+      const email = uniqueEmail("lost-created");
+      const res = await updateVia(served.apiUrl, {
+        id,
+        email,
+        password: pw("lost-created"),
+      });
+      assert.equal(res.status, 503);
+      assert.deepEqual(res.body, {
+        message: "Proveedor de identidad no disponible",
+        code: "idp_unavailable",
+      });
+      assert.deepEqual(await row(id), before);
+      const { data } = await stack.admin().auth.admin.listUsers({
+        perPage: 1000,
+      });
+      assert.ok(!data.users.some((user) => user.email === email));
+      const audit = await auditRows(id);
+      assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+        ["failed", "idp_unavailable_undone", ["email", "password"]],
+      ]);
+    } finally {
+      await served.close();
+      await proxy.close();
+    }
+  },
+);
+
+e2eTest(
+  "auth-sync: a change that never reaches the provider (connection refused) gives 503 and changes nothing, a password included",
+  async () => {
+    const proxy = stoppingAfterTokenCheck();
+    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
+    try {
+      const u = await linkedUser("refused");
+      const before = await row(u.rowId!);
+      const password = pw("refused");
+      const res = await updateVia(served.apiUrl, {
+        id: u.rowId,
+        email: uniqueEmail("never"),
+        password,
+      });
+      assert.equal(res.status, 503);
+      assert.deepEqual(res.body, {
+        message: "Proveedor de identidad no disponible",
+        code: "idp_unavailable",
+      });
+      assert.equal(res.headers.get("retry-after"), "5");
+      assert.deepEqual(await row(u.rowId!), before);
+      assert.equal(await providerEmail(u.id), u.email);
+      assert.equal(await canSignIn(u.email, u.password), true);
+      assert.equal(await canSignIn(u.email, password), false);
+      const audit = await auditRows(u.rowId!);
+      assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
+        ["failed", "idp_unavailable", ["email", "password"]],
       ]);
     } finally {
       await served.close();

@@ -3,17 +3,13 @@
  * reproduction per finding (each failed until its cause was fixed).
  */
 import assert from "node:assert/strict";
-import { generateSigningKey, LOCAL_JWT_SECRET } from "../../local/auth/mod.ts";
-import { startStack } from "../../local/stack.ts";
 import {
   closeDatabases,
   database,
 } from "../../supabase/functions/_shared/db.ts";
 import { e2eTest } from "../support/e2e.ts";
 import { restartablePglite } from "./_databases.ts";
-import { captureConsole } from "./_logs.ts";
-import { post, Secrets, sleep } from "./_support.ts";
-import { openSql, signedInUser, type Target } from "./_target.ts";
+import { sleep } from "./_support.ts";
 
 e2eTest(
   "database: the functions' pool serves queries again within 2 s after a 3 s outage",
@@ -60,52 +56,6 @@ e2eTest(
     } finally {
       await closeDatabases(db.url);
       await db.destroy();
-    }
-  },
-);
-
-e2eTest(
-  "auth-sync: a username containing NUL gives 400 validation_failed, not 500",
-  async () => {
-    const logs = captureConsole();
-    const signingKey = await generateSigningKey();
-    const stack = await startStack({
-      apiPort: 0,
-      dbPort: 0,
-      dataDir: null,
-      signingKey,
-      seedIdentities: false,
-    });
-    const t: Target = {
-      apiUrl: stack.apiUrl,
-      dbUrl: stack.dbUrl,
-      anonKey: stack.anonKey,
-      serviceRoleKey: stack.serviceRoleKey,
-      jwtSecret: LOCAL_JWT_SECRET,
-      signingKey,
-      sql: openSql(stack.dbUrl),
-      adminEmails: [],
-      secrets: new Secrets(),
-    };
-    try {
-      const admin = await signedInUser(t, {
-        row: { auth_user_id: true, rol: "admin" },
-      });
-      const target = await signedInUser(t, { row: { auth_user_id: true } });
-      const res = await post(t.apiUrl, "auth-sync", {
-        headers: { Authorization: `Bearer ${admin.token}` },
-        body: JSON.stringify({
-          action: "update",
-          id: target.rowId,
-          nombre_usuario: "a\u0000b",
-        }),
-      });
-      assert.equal(res.status, 400, res.text);
-      assert.equal(res.body.code, "validation_failed");
-    } finally {
-      logs.restore();
-      await t.sql.end({ timeout: 5 });
-      await stack.close();
     }
   },
 );

@@ -160,7 +160,27 @@ function _isExpired(token: string): boolean {
   }
 }
 
-function _fetchWithTimeout(
+/**
+ * Whether a failed Auth call never left this function: the connection could
+ * not be opened (refused, unknown host, failed handshake), so Auth cannot
+ * have acted on it.
+ */
+export function requestNotSent(error: AuthError): boolean {
+  return error.status === 0 && error.message.startsWith(_NOT_SENT);
+}
+
+// supabase-js keeps only the message of a failed fetch (its cause, which
+// says why, is dropped), so a request that never left is marked in the
+// message of the error the client's fetch throws.
+const _NOT_SENT = "Request not sent";
+
+// Deno words every failure to open a connection (refused, DNS, TLS)
+// "client error (Connect)", in the error's message or in its cause; Node
+// says ECONNREFUSED. Anything else may have reached Auth.
+const _CONNECT_FAILURE =
+  /client error \(Connect\)|connection refused|ECONNREFUSED/i;
+
+async function _fetchWithTimeout(
   input: RequestInfo | URL,
   init?: RequestInit,
 ): Promise<Response> {
@@ -168,5 +188,21 @@ function _fetchWithTimeout(
   const signal = init?.signal
     ? AbortSignal.any([init.signal, timeout])
     : timeout;
-  return fetch(input, { ...init, signal });
+  try {
+    return await fetch(input, { ...init, signal });
+  } catch (error) {
+    const why = _connectFailure(error);
+    if (why !== null) throw new TypeError(`${_NOT_SENT}: ${why}`);
+    throw error;
+  }
+}
+
+// The message that says the connection could not be opened, from the error
+// or its causes; null when the request may have left.
+function _connectFailure(error: unknown): string | null {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; depth++) {
+    if (_CONNECT_FAILURE.test(e.message)) return e.message;
+    e = e.cause;
+  }
+  return null;
 }

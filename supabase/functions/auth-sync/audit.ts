@@ -7,6 +7,11 @@
  */
 import type { Identity } from "../_shared/auth.ts";
 import type postgres from "postgres";
+import {
+  type ErrorCode,
+  HttpError,
+  type HttpErrorOptions,
+} from "../_shared/errors.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 
 /** How a change ended. */
@@ -26,6 +31,33 @@ export interface AuditEntry {
   readonly outcome: Outcome;
   /** Error code of a failure; `null` on success. */
   readonly detail?: string | null;
+}
+
+/** What the audit row of a failure says, when its code alone would not. */
+export interface AuditNote {
+  readonly outcome: Exclude<Outcome, "ok">;
+  /** A short code, e.g. `idp_unavailable_undone`; never a value. */
+  readonly detail: string;
+}
+
+/**
+ * An {@linkcode HttpError} whose audit row says more than its code: e.g. a
+ * 503 after which the provider had changed the account and was set back.
+ * Answered like any other `HttpError`.
+ *
+ * @example
+ * ```ts
+ * throw new AuditedError("idp_unavailable", { outcome: "failed", detail: "idp_unavailable_undone" });
+ * ```
+ */
+export class AuditedError extends HttpError {
+  /** Outcome and detail of the audit row. */
+  readonly audit: AuditNote;
+
+  constructor(code: ErrorCode, audit: AuditNote, options?: HttpErrorOptions) {
+    super(code, options);
+    this.audit = audit;
+  }
 }
 
 /**

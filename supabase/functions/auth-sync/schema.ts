@@ -18,18 +18,27 @@ const _MAX_PASSWORD_BYTES = 72;
 
 const _RowId = z.int().positive();
 
+// Postgres text cannot hold U+0000 ("invalid byte sequence for encoding
+// UTF8: 0x00"), and an account's email or password with one would be
+// refused or cut short somewhere along the way: refused here, as a 400
+// naming the field, instead of a 500 from the database.
+const _NUL_MESSAGE = "Must not contain the NUL character (U+0000)";
+const _noNul = (value: string) => !value.includes("\u0000");
+
 // Supabase Auth stores emails trimmed and lower-cased; usuarios.correo keeps
 // the same spelling so the two compare equal.
-const _Email = z.string().trim().toLowerCase().pipe(z.email().max(255));
+const _Email = z.string().refine(_noNul, { message: _NUL_MESSAGE }).trim()
+  .toLowerCase().pipe(z.email().max(255));
 
 // Strength (length, character classes) is Supabase Auth's to judge, so that
 // its configured policy applies; only what it can never accept is refused.
 const _Password = z.string().min(1).refine(
   (value) => new TextEncoder().encode(value).length <= _MAX_PASSWORD_BYTES,
   { message: `Too big: expected at most ${_MAX_PASSWORD_BYTES} bytes` },
-);
+).refine(_noNul, { message: _NUL_MESSAGE });
 
-const _Username = z.string().trim().min(1).max(255);
+const _Username = z.string().refine(_noNul, { message: _NUL_MESSAGE }).trim()
+  .min(1).max(255);
 
 const _Update = z.strictObject({
   action: z.literal("update"),

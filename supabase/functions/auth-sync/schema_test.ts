@@ -133,3 +133,30 @@ Deno.test("parseRequest: a missing or unknown action, or a body that is not an o
   }
   assert.deepEqual(issuesOf({ action: "delete" })[0].path, ["action"]);
 });
+
+Deno.test("parseRequest: a NUL character in nombre_usuario, email or password is refused", () => {
+  const nul = "Must not contain the NUL character (U+0000)";
+  for (
+    const [field, value] of [
+      ["nombre_usuario", "a\u0000b"],
+      ["nombre_usuario", "\u0000"],
+      ["email", "ana\u0000@example.com"],
+      ["email", "ana@example.com\u0000"],
+      ["password", "secret\u0000-1"],
+    ] as const
+  ) {
+    const issues = issuesOf({ action: "update", id: 1, [field]: value });
+    assert.ok(
+      issues.some((i) => i.path[0] === field && i.message === nul),
+      `${field}: ${JSON.stringify(issues)}`,
+    );
+    assert.ok(issues.every((i) => i.path[0] === field), JSON.stringify(issues));
+    assert.ok(!JSON.stringify(issues).includes("\u0000"));
+  }
+  // Other control characters are the provider's and the row's to judge.
+  assert.equal(
+    parseRequest({ action: "update", id: 1, nombre_usuario: "a\u0001b" })
+      .action,
+    "update",
+  );
+});

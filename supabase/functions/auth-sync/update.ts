@@ -15,17 +15,21 @@
  * 5. write the row and the audit row in one short transaction that takes the
  *    row lock.
  *
- * A provider failure in step 4 changes nothing. A database failure in step
- * 5 undoes step 4 where the Auth API can (an email is set back, a created
- * account deleted) and is answered `partial_failure` where it cannot (a
- * password).
+ * A provider failure in step 4 changes nothing. When the call's answer is
+ * lost (dropped connection, timeout, 5xx: {@linkcode answerLost}), Auth may
+ * have applied it all the same, so the account is read back: a changed email
+ * is set back and a created account deleted (503 `idp_unavailable`), and
+ * what cannot be undone or known (a password, a failed undo, a failed
+ * read-back) is answered 500 `partial_failure` ({@linkcode lostAnswerError}).
+ * A database failure in step 5 undoes step 4 the same way where the Auth API
+ * can (an email is set back, a created account deleted: 500 `sync_failed`)
+ * and is answered `partial_failure` where it cannot (a password).
  *
  * @module
  */
 import type { AuthError } from "@supabase/supabase-js";
 import postgres from "postgres";
 import {
-  authClient,
   type Identity,
   isProviderDown,
   providerUnavailable,
@@ -41,8 +45,15 @@ import {
   linkedRows,
   normalizeEmail,
 } from "./accounts.ts";
-import { auditFailure, type Field, writeAudit } from "./audit.ts";
+import { AuditedError, auditFailure, type Field, writeAudit } from "./audit.ts";
 import { withLease } from "./lease.ts";
+import {
+  adminApi,
+  answerLost,
+  type LostAnswer,
+  lostAnswerError,
+  type ProviderField,
+} from "./provider.ts";
 import { type UpdateRequest, validationFailed } from "./schema.ts";
 
 /** A `usuarios` row as the update answer shows it. */
@@ -91,15 +102,18 @@ export async function updateUsuario(
     );
   } catch (error) {
     const failure = _asHttpError(error);
+    const note = failure instanceof AuditedError ? failure.audit : {
+      outcome: failure.code === "partial_failure"
+        ? "partial_failure" as const
+        : "failed" as const,
+      detail: failure.code,
+    };
     await auditFailure(sql, {
       actor,
       action: "update",
       targetId: input.id,
       fields: _requested(input),
-      outcome: failure.code === "partial_failure"
-        ? "partial_failure"
-        : "failed",
-      detail: failure.code,
+      ...note,
     });
     throw failure;
   }
@@ -141,7 +155,7 @@ async function _update(
       throw new HttpError("email_exists");
     }
   }
-  const change = await _changeProvider(env, row, account, input);
+  const change = await _changeProvider(sql, env, row, account, input);
   const accountId = change?.kind === "created"
     ? change.accountId
     : account?.id ?? null;
@@ -160,7 +174,7 @@ async function _update(
       identity_created: change?.kind === "created",
     };
   } catch (error) {
-    if (change) throw await _undo(env, change, error);
+    if (change) throw await _undo(sql, env, change, error);
     throw error;
   }
 }
@@ -233,6 +247,7 @@ async function _rowAccount(
 }
 
 async function _changeProvider(
+  sql: Sql,
   env: FunctionEnv,
   row: _Row,
   account: Account | null,
@@ -240,12 +255,18 @@ async function _changeProvider(
 ): Promise<_ProviderChange | null> {
   const { email, password } = input;
   if (email === undefined && password === undefined) return null;
-  const admin = authClient(env, "service").auth.admin;
+  const admin = adminApi(env);
   if (account) {
     const { error } = await admin.updateUserById(account.id, {
       ...(email !== undefined ? { email, email_confirm: true } : {}),
       ...(password !== undefined ? { password } : {}),
     });
+    if (error && answerLost(error)) {
+      throw lostAnswerError(
+        await _settleLostUpdate(sql, env, account, input),
+        error,
+      );
+    }
     if (error) throw _providerError(error);
     return {
       kind: "updated",
@@ -270,13 +291,128 @@ async function _changeProvider(
         },
     ]);
   }
+  // Auth would refuse it too; asking first also means that an account
+  // found under this email after a lost answer can only be the one created.
+  const { byEmail } = await findAccounts(sql, { emails: [newEmail] });
+  if (byEmail.has(newEmail)) throw new HttpError("email_exists");
   const { data, error } = await admin.createUser({
     email: newEmail,
     password,
     email_confirm: true,
   });
+  if (error && answerLost(error)) {
+    throw lostAnswerError(
+      await _settleLostCreate(sql, env, newEmail),
+      error,
+    );
+  }
   if (error) throw _providerError(error);
   return { kind: "created", accountId: data.user.id };
+}
+
+// An account update whose answer was lost: reads the account back, sets a
+// changed email back, and says what is left. A password can be neither read
+// back nor set back, so one that was sent counts as changed: the request
+// left (answerLost excludes one that never did) and may have been applied.
+//
+// The read-back sees what Auth has committed by then. A request still held
+// up inside Auth past the timeout could in principle land later; nothing
+// here can wait for that, and the lease keeps this row's next update out
+// only for its own length.
+async function _settleLostUpdate(
+  sql: Sql,
+  env: FunctionEnv,
+  account: Account,
+  input: UpdateRequest,
+): Promise<LostAnswer> {
+  const sent: ProviderField[] = [];
+  if (input.email !== undefined) sent.push("email");
+  if (input.password !== undefined) sent.push("password");
+  let now: Account | undefined;
+  try {
+    now = (await findAccounts(sql, { ids: [account.id] })).byId.get(
+      account.id,
+    );
+  } catch (error) {
+    _logLost("Account not read back after a lost answer", error);
+    return { state: "unknown", fields: sent };
+  }
+  const emailApplied = input.email !== undefined && now !== undefined &&
+    input.email !== account.email && now.email === input.email;
+  const left: ProviderField[] = [];
+  if (emailApplied && !(await _restoreEmail(sql, env, account))) {
+    left.push("email");
+  }
+  if (input.password !== undefined) left.push("password");
+  if (left.length > 0) return { state: "changed", fields: left };
+  return { state: emailApplied ? "undone" : "unchanged" };
+}
+
+// An account creation whose answer was lost: the account of that email, if
+// there is one now, is the one created (_changeProvider made sure none was
+// there before); it is deleted again.
+async function _settleLostCreate(
+  sql: Sql,
+  env: FunctionEnv,
+  email: string,
+): Promise<LostAnswer> {
+  let created: Account | undefined;
+  try {
+    created = (await findAccounts(sql, { emails: [email] })).byEmail.get(email);
+  } catch (error) {
+    _logLost("Account not read back after a lost answer", error);
+    return { state: "unknown", fields: ["email", "password"] };
+  }
+  if (!created) return { state: "unchanged" };
+  if (await _deleteAccount(sql, env, created.id)) return { state: "undone" };
+  return { state: "changed", fields: ["email", "password"] };
+}
+
+// Sets an account's email back to what it was. When the answer to that is
+// lost too, the account is read back once more to see whether it worked.
+async function _restoreEmail(
+  sql: Sql,
+  env: FunctionEnv,
+  account: Account,
+): Promise<boolean> {
+  const previous = account.email;
+  if (previous === null) return false;
+  const { error } = await adminApi(env).updateUserById(account.id, {
+    email: previous,
+    ...(account.emailConfirmed ? { email_confirm: true } : {}),
+  });
+  if (!error) return true;
+  _logLost("Email not set back", error);
+  if (!answerLost(error)) return false;
+  try {
+    const { byId } = await findAccounts(sql, { ids: [account.id] });
+    return byId.get(account.id)?.email === previous;
+  } catch {
+    return false;
+  }
+}
+
+// Deletes an account auth-sync created; as _restoreEmail, reads back when
+// the answer is lost.
+async function _deleteAccount(
+  sql: Sql,
+  env: FunctionEnv,
+  accountId: string,
+): Promise<boolean> {
+  const { error } = await adminApi(env).deleteUser(accountId);
+  if (!error) return true;
+  _logLost("Created account not deleted", error);
+  if (!answerLost(error)) return false;
+  try {
+    const { byId } = await findAccounts(sql, { ids: [accountId] });
+    return !byId.has(accountId);
+  } catch {
+    return false;
+  }
+}
+
+function _logLost(message: string, error: unknown): void {
+  logEvent("warn", message, { fn: "auth-sync", cause: errorText(error) });
 }
 
 function _providerError(error: AuthError): HttpError {
@@ -350,27 +486,21 @@ async function _writeRow(
 // to answer: the database's own failure when everything was undone,
 // partial_failure with the fields still changed otherwise.
 async function _undo(
+  sql: Sql,
   env: FunctionEnv,
   change: _ProviderChange,
   dbError: unknown,
 ): Promise<unknown> {
-  const admin = authClient(env, "service").auth.admin;
   const left: Field[] = [];
   if (change.kind === "created") {
-    const { error } = await admin.deleteUser(change.accountId);
-    if (error) left.push("email", "password");
-  } else {
-    if (change.password) left.push("password");
-    if (change.email) {
-      const previous = change.account.email;
-      const { error } = previous === null
-        ? { error: new Error("the account had no email to restore") }
-        : await admin.updateUserById(change.account.id, {
-          email: previous,
-          ...(change.account.emailConfirmed ? { email_confirm: true } : {}),
-        });
-      if (error) left.unshift("email");
+    if (!(await _deleteAccount(sql, env, change.accountId))) {
+      left.push("email", "password");
     }
+  } else {
+    if (change.email && !(await _restoreEmail(sql, env, change.account))) {
+      left.push("email");
+    }
+    if (change.password) left.push("password");
   }
   logEvent("warn", "Row update failed after the provider changed", {
     fn: "auth-sync",

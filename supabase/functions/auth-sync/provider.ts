@@ -1,0 +1,127 @@
+/**
+ * The Supabase Auth admin API as auth-sync uses it, and what a failed call
+ * says about the account it was meant to change.
+ *
+ * A call that Auth refuses (4xx) changed nothing. A call whose answer never
+ * arrives (the connection dropped, the 5 s timeout, a 5xx from Auth or a
+ * gateway in front of it) may have changed the account all the same: Auth
+ * may have committed before the answer was lost. Such a call is
+ * {@linkcode answerLost}, and the caller reads the account back before it
+ * says what happened ({@linkcode lostAnswerError}).
+ *
+ * Two provider failures certainly changed nothing, and are answered 503 at
+ * once: a request that never left (the connection could not be opened:
+ * refused, unknown host, failed handshake), and a 429, which Auth and the
+ * gateways in front of it give before they look at a request.
+ *
+ * @module
+ */
+import type { AuthError, SupabaseClient } from "@supabase/supabase-js";
+import {
+  authClient,
+  isProviderDown,
+  providerUnavailable,
+  requestNotSent,
+} from "../_shared/auth.ts";
+import type { FunctionEnv } from "../_shared/env.ts";
+import { HttpError } from "../_shared/errors.ts";
+import { redact } from "../_shared/log.ts";
+import { AuditedError, type AuditNote } from "./audit.ts";
+
+/** An account field that lives at the provider. */
+export type ProviderField = "email" | "password";
+
+/**
+ * The Auth admin API through the functions' shared service-role client
+ * (no session storage, the 5 s provider timeout per request, a
+ * request that never left marked as such).
+ *
+ * @example
+ * ```ts
+ * const { error } = await adminApi(env).updateUserById(id, { email });
+ * if (error && answerLost(error)) {
+ *   // read the account back before saying what happened
+ * }
+ * ```
+ */
+export function adminApi(env: FunctionEnv): SupabaseClient["auth"]["admin"] {
+  return authClient(env, "service").auth.admin;
+}
+
+/**
+ * Whether a failed Auth call may have been applied all the same: the
+ * provider was down in a way that can hide a change (a network error after
+ * the request left, a timeout, a 5xx), as opposed to a refusal (4xx), a 429
+ * or a request that never left.
+ *
+ * @example
+ * ```ts
+ * answerLost(new AuthApiError("boom", 500, "unexpected_failure")); // true
+ * answerLost(new AuthApiError("slow down", 429, "over_request_rate_limit")); // false
+ * ```
+ */
+export function answerLost(error: AuthError): boolean {
+  return isProviderDown(error) && error.status !== 429 &&
+    !requestNotSent(error);
+}
+
+/** What is known about the account after a call whose answer was lost. */
+export type LostAnswer =
+  /** Read back: nothing of the request is at the provider. */
+  | { readonly state: "unchanged" }
+  /** Read back: the change had been made, and was undone. */
+  | { readonly state: "undone" }
+  /** These fields are, or may be, changed and could not be undone. */
+  | { readonly state: "changed"; readonly fields: readonly ProviderField[] }
+  /** The read-back failed: these fields may or may not have changed. */
+  | { readonly state: "unknown"; readonly fields: readonly ProviderField[] };
+
+/**
+ * The error to answer after a call whose answer was lost, once the account
+ * was read back (and undone where it could be), with the audit row's
+ * outcome and detail:
+ *
+ * - `unchanged`: 503 `idp_unavailable`; audit `failed`, `idp_unavailable`.
+ * - `undone`: 503 `idp_unavailable`; audit `failed`,
+ *   `idp_unavailable_undone`.
+ * - `changed`: 500 `partial_failure`, `provider_changed` = the fields left
+ *   changed; audit `partial_failure`, `idp_answer_lost:<fields>`.
+ * - `unknown`: 500 `partial_failure`, `provider_changed` = the fields that
+ *   may have changed, `provider_state: "unknown"`; audit `partial_failure`,
+ *   `idp_state_unknown`.
+ *
+ * `provider_changed` stays a list in every case, so that a client that
+ * reads it as one is not thrown by an unknown state, and errs on the safe
+ * side: it takes the fields as changed.
+ */
+export function lostAnswerError(
+  lost: LostAnswer,
+  cause: AuthError,
+): HttpError {
+  if (lost.state === "unchanged" || lost.state === "undone") {
+    const unavailable = providerUnavailable(cause);
+    return new AuditedError(unavailable.code, {
+      outcome: "failed",
+      detail: lost.state === "undone"
+        ? "idp_unavailable_undone"
+        : "idp_unavailable",
+    }, { headers: unavailable.headers, cause });
+  }
+  const error = `Auth's answer to the account change was lost: ${
+    redact(cause.message)
+  }`;
+  const note: AuditNote = lost.state === "changed"
+    ? {
+      outcome: "partial_failure",
+      detail: `idp_answer_lost:${lost.fields.join(",")}`,
+    }
+    : { outcome: "partial_failure", detail: "idp_state_unknown" };
+  return new AuditedError("partial_failure", note, {
+    extra: {
+      provider_changed: [...lost.fields],
+      ...(lost.state === "unknown" ? { provider_state: "unknown" } : {}),
+      error,
+    },
+    cause,
+  });
+}
