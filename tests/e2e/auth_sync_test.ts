@@ -13,6 +13,11 @@
  */
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import {
+  authServerError,
+  delayUnlessAborted,
+  droppedConnection,
+} from "../support/faults.ts";
 import { call, invoke, type Invoked } from "../support/invoke.ts";
 import {
   startTestStack,
@@ -155,31 +160,10 @@ async function applyAndLose(
   assert.ok(applied.ok, `Auth refused the write: ${applied.status}`);
   await applied.body?.cancel();
   if (loss === "answers 500") {
-    return Response.json({
-      code: 500,
-      error_code: "unexpected_failure",
-      msg: "answer lost by test proxy",
-    }, { status: 500 });
+    return authServerError("answer lost by test proxy");
   }
-  if (loss === "drops the connection") {
-    // A body that fails mid-stream: the caller sees a network error.
-    return new Response(
-      new ReadableStream({
-        start(c) {
-          c.enqueue(new TextEncoder().encode('{"id":'));
-          c.error(new Error("connection dropped by test proxy"));
-        },
-      }),
-      { status: 200, headers: { "Content-Type": "application/json" } },
-    );
-  }
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, 10_000);
-    req.signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+  if (loss === "drops the connection") return droppedConnection();
+  await delayUnlessAborted(req, 10_000);
   return Response.json({}, { status: 200 });
 }
 

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { delayUnlessAborted } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
@@ -95,14 +96,7 @@ e2eTest(
       port: 0,
       onListen: () => {},
     }, async (req) => {
-      // Answers after 10 s, unless the caller gives up first.
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 10_000);
-        req.signal.addEventListener("abort", () => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
+      await delayUnlessAborted(req, 10_000);
       return new Response("{}");
     });
     const served = await stack.withFunctionEnv({

@@ -7,6 +7,11 @@
  *
  * @module
  */
+import {
+  authServerError,
+  delayUnlessAborted,
+  droppedConnection,
+} from "../support/faults.ts";
 import { functionEnv, localFunctions } from "../../local/functions.ts";
 import { createGateway } from "../../local/gateway.ts";
 import { contractProblem, post, sleep, type Tally } from "./_support.ts";
@@ -212,40 +217,17 @@ export async function runProviderMidUpdate(
         armed = false;
         if (fault === "refuses before changing") {
           await req.body?.cancel();
-          return Response.json({
-            code: 500,
-            error_code: "unexpected_failure",
-            msg: "fault",
-          }, { status: 500 });
+          return authServerError();
         }
         const res = await forward();
         await res.body?.cancel();
         if (fault === "changes then answers 500") {
-          return Response.json({
-            code: 500,
-            error_code: "unexpected_failure",
-            msg: "fault",
-          }, { status: 500 });
+          return authServerError();
         }
         if (fault === "changes then drops the connection") {
-          // A body that fails mid-stream: the caller sees a network error.
-          return new Response(
-            new ReadableStream({
-              start(c) {
-                c.enqueue(new TextEncoder().encode('{"id":'));
-                c.error(new Error("dropped"));
-              },
-            }),
-            { status: 200, headers: { "Content-Type": "application/json" } },
-          );
+          return droppedConnection();
         }
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 10_000);
-          req.signal.addEventListener("abort", () => {
-            clearTimeout(timer);
-            resolve();
-          });
-        });
+        await delayUnlessAborted(req, 10_000);
         return Response.json({}, { status: 200 });
       },
     );
