@@ -1,0 +1,287 @@
+/**
+ * Load generators: wrk (Debian) for closed-loop runs at a fixed
+ * concurrency, with a Lua script that rotates the users' tokens, and a
+ * small Deno client (load_worker.ts, in its own process) for runs of a
+ * fixed count and for the open-loop fixed-rate pass, which wrk cannot do.
+ *
+ * Every run targets a loopback URL and is bounded in time.
+ *
+ * @module
+ */
+import type { CpuUse } from "./stats.ts";
+
+/** Latency percentiles in milliseconds. */
+export interface Latency {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+/** The outcome of one load run. */
+export interface LoadResult {
+  /** `"wrk"`, `"pgbench"` or `"deno-client"`. */
+  tool: string;
+  concurrency: number;
+  /** Measured duration in seconds. */
+  durationS: number;
+  /** Completed requests (or transactions). */
+  requests: number;
+  /** Requests per second. */
+  rps: number;
+  latencyMs: Latency;
+  /** Failed requests: connection errors, timeouts, non-2xx answers. */
+  errors: number;
+  /** Error kinds, for the JSON. */
+  errorKinds: Record<string, number>;
+  /** CPU use over the run, where measured (main.ts). */
+  cpu?: CpuUse;
+}
+
+/** Options of {@linkcode runWrk}. */
+export interface WrkOptions {
+  url: string;
+  /** A file with one bearer token per line (may be empty for the bare server). */
+  tokensFile: string;
+  concurrency: number;
+  durationS: number;
+  /** JSON body of each request. */
+  body?: string;
+}
+
+// Each thread builds every request once in init(), so request() only picks
+// the next one: the generator costs as little CPU as it can on a machine
+// the server shares. Threads start half the list apart so that concurrent
+// requests belong to different users.
+const _LUA = `
+local reqs = {}
+local n = 0
+local idx = 0
+local threads = 0
+function setup(thread)
+  thread:set("tid", threads)
+  threads = threads + 1
+end
+function init(args)
+  local body = args[2] or '{"state":"online"}'
+  local list = {}
+  for line in io.lines(args[1]) do
+    if #line > 0 then list[#list + 1] = line end
+  end
+  if #list == 0 then list[1] = "none" end
+  for i, t in ipairs(list) do
+    reqs[i] = wrk.format("POST", nil, {
+      ["Authorization"] = "Bearer " .. t,
+      ["Content-Type"] = "application/json",
+    }, body)
+  end
+  n = #reqs
+  idx = ((tid or 0) * math.floor(n / 2)) % n
+end
+function request()
+  idx = idx % n + 1
+  return reqs[idx]
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRK_JSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50":%d,"p95":%d,"p99":%d,"max":%d,"mean":%f}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status,
+    e.timeout, latency:percentile(50), latency:percentile(95),
+    latency:percentile(99), latency.max, latency.mean))
+end
+`;
+
+/**
+ * Makes sure `wrk` is on the PATH: when it is missing and this runs as
+ * root, installs Debian's package. Returns its version line, or `null`
+ * when it cannot be had (the caller then uses the Deno client).
+ */
+export async function ensureWrk(log: (line: string) => void): Promise<
+  string | null
+> {
+  const version = async () => {
+    try {
+      const out = await new Deno.Command("wrk", {
+        args: ["--version"],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(out.stdout) +
+        new TextDecoder().decode(out.stderr);
+      return text.split("\n")[0].trim();
+    } catch {
+      return null;
+    }
+  };
+  const found = await version();
+  if (found) return found;
+  if (Deno.uid?.() !== 0) {
+    log("wrk is missing and this is not root: using the Deno client");
+    return null;
+  }
+  log("Installing wrk with apt-get");
+  const install = () =>
+    new Deno.Command("apt-get", {
+      args: ["install", "-y", "-q", "wrk"],
+      env: { DEBIAN_FRONTEND: "noninteractive" },
+      stdout: "null",
+      stderr: "null",
+    }).output();
+  if (!(await install()).success) {
+    await new Deno.Command("apt-get", {
+      args: ["update", "-q"],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    await install();
+  }
+  return await version();
+}
+
+/**
+ * Runs wrk for `durationS` at `concurrency` connections (2 threads at
+ * most: the machine has 2 cores and the server needs them too).
+ */
+export async function runWrk(options: WrkOptions): Promise<LoadResult> {
+  _assertLoopback(options.url);
+  const script = await Deno.makeTempFile({ suffix: ".lua" });
+  try {
+    await Deno.writeTextFile(script, _LUA);
+    const threads = Math.min(2, options.concurrency);
+    const out = await new Deno.Command("wrk", {
+      args: [
+        `-t${threads}`,
+        `-c${options.concurrency}`,
+        `-d${options.durationS}s`,
+        "--timeout",
+        "10s",
+        "-s",
+        script,
+        options.url,
+        "--",
+        options.tokensFile,
+        options.body ?? '{"state":"online"}',
+      ],
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout((options.durationS + 30) * 1000),
+    }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    const line = text.split("\n").find((l) => l.startsWith("WRK_JSON "));
+    if (!line) {
+      throw new Error(
+        `wrk printed no result (exit ${out.code}): ${
+          new TextDecoder().decode(out.stderr).slice(0, 500)
+        }`,
+      );
+    }
+    const r = JSON.parse(line.slice("WRK_JSON ".length));
+    const durationS = r.duration_us / 1e6;
+    const errorKinds = {
+      connect: r.connect,
+      read: r.read,
+      write: r.write,
+      status: r.status,
+      timeout: r.timeout,
+    };
+    return {
+      tool: "wrk",
+      concurrency: options.concurrency,
+      durationS,
+      requests: r.requests,
+      rps: r.requests / durationS,
+      latencyMs: {
+        p50: r.p50 / 1000,
+        p95: r.p95 / 1000,
+        p99: r.p99 / 1000,
+        max: r.max / 1000,
+        mean: r.mean / 1000,
+      },
+      errors: Object.values(errorKinds).reduce((a, b) => a + b, 0),
+      errorKinds,
+    };
+  } finally {
+    await Deno.remove(script).catch(() => {});
+  }
+}
+
+/** Options of {@linkcode runDenoClient}. */
+export interface DenoClientOptions {
+  url: string;
+  tokens: readonly string[];
+  body?: string;
+  /**
+   * `"count"`: `count` requests, `concurrency` at a time (closed loop);
+   * `"duration"`: closed loop for `durationS`;
+   * `"rate"`: open loop, `rate` requests per second for `durationS`,
+   * latency measured from each request's scheduled start.
+   */
+  mode: "count" | "duration" | "rate";
+  concurrency?: number;
+  count?: number;
+  durationS?: number;
+  rate?: number;
+}
+
+/**
+ * Runs the Deno load client in its own process, so that it does not share
+ * the server's event loop.
+ */
+export async function runDenoClient(
+  options: DenoClientOptions,
+): Promise<LoadResult> {
+  _assertLoopback(options.url);
+  const input = await Deno.makeTempFile({ suffix: ".json" });
+  try {
+    await Deno.writeTextFile(input, JSON.stringify(options));
+    const bound = (options.durationS ?? 60) + 60;
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-net=127.0.0.1",
+        `--allow-read=${input}`,
+        new URL("./load_worker.ts", import.meta.url).pathname,
+        input,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(bound * 1000),
+    }).output();
+    if (!out.success) {
+      throw new Error(
+        `load_worker failed: ${
+          new TextDecoder().decode(out.stderr).slice(0, 800)
+        }`,
+      );
+    }
+    return JSON.parse(new TextDecoder().decode(out.stdout)) as LoadResult;
+  } finally {
+    await Deno.remove(input).catch(() => {});
+  }
+}
+
+/** Percentiles of latencies in milliseconds (nearest rank). */
+export function percentiles(values: number[]): Latency {
+  if (values.length === 0) return { p50: 0, p95: 0, p99: 0, max: 0, mean: 0 };
+  const sorted = Float64Array.from(values).sort();
+  const at = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  return {
+    p50: at(0.5),
+    p95: at(0.95),
+    p99: at(0.99),
+    max: sorted[sorted.length - 1],
+    mean: sum / sorted.length,
+  };
+}
+
+function _assertLoopback(url: string): void {
+  const host = new URL(url).hostname;
+  if (!/^127\.\d+\.\d+\.\d+$/.test(host) && host !== "localhost") {
+    throw new Error(`Refusing to load "${host}": loopback only`);
+  }
+}

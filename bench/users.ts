@@ -1,0 +1,272 @@
+/**
+ * The benchmark's users, made in bulk: identities in `auth.users`,
+ * `auth.identities`, `auth.sessions` and `auth.refresh_tokens` as the Auth
+ * stand-in writes them, a linked `usuarios` row each, and access tokens
+ * minted here with the stand-in's claims.
+ *
+ * Going through the Auth admin API would cost about 70 ms of bcrypt per
+ * user; one precomputed hash and a few `generate_series` statements make
+ * 1,000 users in well under a second.
+ *
+ * @module
+ */
+import { decodeJwt, importJWK, SignJWT } from "jose";
+import type postgres from "postgres";
+import { hashPassword } from "../local/auth/passwords.ts";
+import { sortedKeys } from "../local/auth/present.ts";
+
+/** How user number `n` (1-based) is named everywhere; pgbench rebuilds these in SQL. */
+export const USER_NAMING = {
+  /** `auth.users.id` and `usuarios.auth_user_id`. */
+  id: (n: number) => `b0000000-0000-4000-8000-${String(n).padStart(12, "0")}`,
+  /** `auth.sessions.id`. */
+  sessionId: (n: number) =>
+    `b1000000-0000-4000-8000-${String(n).padStart(12, "0")}`,
+  /** Email, lower-case. */
+  email: (n: number) => `bench-${n}@bench.test`,
+  /** `usuarios.nombre_usuario`: the email's local part. */
+  username: (n: number) => `bench-${n}`,
+  /** The same names as SQL expressions of an integer expression `n`. */
+  sql: {
+    id: (n: string) =>
+      `('b0000000-0000-4000-8000-' || lpad((${n})::text, 12, '0'))`,
+    sessionId: (n: string) =>
+      `('b1000000-0000-4000-8000-' || lpad((${n})::text, 12, '0'))`,
+    email: (n: string) => `('bench-' || (${n})::text || '@bench.test')`,
+    username: (n: string) => `('bench-' || (${n})::text)`,
+  },
+};
+
+/** The password every bench user has (one bcrypt hash is reused). */
+export const BENCH_PASSWORD = "bench-password";
+
+/** Access tokens of every bench user, index `n - 1`. */
+export interface BenchTokens {
+  /** ES256 tokens signed with the stack's key, as Auth issues them. */
+  readonly es256: string[];
+  /** HS256 tokens over the JWT secret, with the same claims. */
+  readonly hs256: string[];
+}
+
+/** What {@linkcode mintTokens} needs to know about the stack. */
+export interface MintOptions {
+  /** Number of users. */
+  users: number;
+  /** The `signing_key.json` the stack persisted in its data folder. */
+  signingKeyFile: string;
+  /** HS256 secret. */
+  jwtSecret: string;
+  /** `iss` claim: `<api url>/auth/v1`. */
+  issuer: string;
+  /** Token lifetime in seconds (config.toml `jwt_expiry`). */
+  expiry: number;
+}
+
+/**
+ * Inserts `count` users with one session and refresh token each, and their
+ * linked `usuarios` rows, in one transaction.
+ *
+ * @example
+ * ```ts
+ * await createBenchUsers(sql, 1000);
+ * ```
+ */
+export async function createBenchUsers(
+  sql: postgres.Sql,
+  count: number,
+): Promise<void> {
+  const hash = await hashPassword(BENCH_PASSWORD);
+  const n = "g.n";
+  const id = USER_NAMING.sql.id(n);
+  const email = USER_NAMING.sql.email(n);
+  await sql.begin(async (tx) => {
+    // The columns and values the stand-in's admin "create user" with
+    // email_confirm and a later password sign-in leave behind
+    // (local/auth/admin.ts, store.ts insertUser, tokens.ts issueSession).
+    await tx.unsafe(
+      `insert into auth.users (
+         instance_id, id, aud, role, email, phone, encrypted_password,
+         email_confirmed_at, last_sign_in_at, raw_app_meta_data,
+         raw_user_meta_data, created_at, updated_at, confirmation_token,
+         recovery_token, email_change_token_new, email_change, is_sso_user,
+         is_anonymous)
+       select '00000000-0000-0000-0000-000000000000', ${id}::uuid,
+         'authenticated', 'authenticated', ${email}, null, $1,
+         now(), now(), '{"provider":"email","providers":["email"]}',
+         '{"email_verified":true}', now(), now(), '', '', '', '', false, false
+       from generate_series(1, $2::int) g(n)`,
+      [hash, count],
+    );
+    await tx.unsafe(
+      `insert into auth.identities (
+         provider_id, user_id, identity_data, provider, last_sign_in_at,
+         created_at, updated_at)
+       select ${id}, ${id}::uuid,
+         jsonb_build_object('email', ${email}, 'email_verified', false,
+           'phone_verified', false, 'sub', ${id}),
+         'email', now(), now(), now()
+       from generate_series(1, $1::int) g(n)`,
+      [count],
+    );
+    await tx.unsafe(
+      `insert into auth.sessions (id, user_id, created_at, updated_at, aal, user_agent, ip)
+       select ${USER_NAMING.sql.sessionId(n)}::uuid, ${id}::uuid, now(), now(),
+         'aal1', 'bench', '127.0.0.1'
+       from generate_series(1, $1::int) g(n)`,
+      [count],
+    );
+    // Legacy 12-character refresh tokens, as the stand-in issues them.
+    await tx.unsafe(
+      `insert into auth.refresh_tokens (
+         instance_id, token, user_id, revoked, created_at, updated_at, parent,
+         session_id)
+       select '00000000-0000-0000-0000-000000000000',
+         substr(md5('bench-refresh-' || g.n), 1, 12), ${id}, false, now(),
+         now(), null, ${USER_NAMING.sql.sessionId(n)}::uuid
+       from generate_series(1, $1::int) g(n)`,
+      [count],
+    );
+    await tx.unsafe(
+      `insert into public.usuarios (correo, nombre_usuario, auth_user_id, rol)
+       select ${email}, ${USER_NAMING.sql.username(n)}, ${id}::uuid, 'usuario'
+       from generate_series(1, $1::int) g(n)`,
+      [count],
+    );
+  });
+}
+
+/**
+ * Adds filler `usuarios` rows (no identity, never pinged) until the table
+ * holds `total` rows, then vacuums and analyzes it as autovacuum would
+ * after a bulk load. Returns the row count.
+ */
+export async function growUsuarios(
+  sql: postgres.Sql,
+  total: number,
+): Promise<number> {
+  const [{ count }] = await sql<{ count: number }[]>`
+    select count(*)::int as count from public.usuarios`;
+  if (count < total) {
+    await sql.unsafe(
+      `insert into public.usuarios (
+         correo, nombre_usuario, auth_user_id, rol, ultimo_acceso,
+         presence_state)
+       select 'filler-' || g.n || '@bench.test', 'filler-' || g.n,
+         gen_random_uuid(), 'usuario',
+         now() - random() * interval '1 day',
+         case when random() < 0.3 then 'online' else 'offline' end
+       from generate_series($1::int, $2::int) g(n)`,
+      [count + 1, total],
+    );
+  }
+  await sql.unsafe("vacuum analyze public.usuarios");
+  const [{ rows }] = await sql<{ rows: number }[]>`
+    select count(*)::int as rows from public.usuarios`;
+  return rows;
+}
+
+/**
+ * Mints an ES256 and an HS256 access token per user with exactly the
+ * claims, in the order, that the stand-in's `generateAccessToken`
+ * (local/auth/tokens.ts) signs, for the sessions {@linkcode
+ * createBenchUsers} made.
+ */
+export async function mintTokens(options: MintOptions): Promise<BenchTokens> {
+  const stored = JSON.parse(await Deno.readTextFile(options.signingKeyFile));
+  const jwk = stored.privateJwk as JsonWebKey;
+  const kid = stored.kid as string;
+  // Only the key material: jose checks key_ops against the use it makes.
+  const es256Key = await importJWK(
+    { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y, d: jwk.d },
+    "ES256",
+  );
+  const hs256Key = new TextEncoder().encode(options.jwtSecret);
+  const iat = Math.floor(Date.now() / 1000);
+  const es256: string[] = [];
+  const hs256: string[] = [];
+  for (let n = 1; n <= options.users; n++) {
+    const claims = benchClaims(n, options.issuer, iat, options.expiry);
+    es256.push(
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: "ES256", kid, typ: "JWT" })
+        .sign(es256Key),
+    );
+    hs256.push(
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+        .sign(hs256Key),
+    );
+  }
+  return { es256, hs256 };
+}
+
+/** The claims of user `n`'s access token, in the stand-in's order. */
+export function benchClaims(
+  n: number,
+  issuer: string,
+  iat: number,
+  expiry: number,
+): Record<string, unknown> {
+  return {
+    iss: issuer,
+    sub: USER_NAMING.id(n),
+    aud: "authenticated",
+    exp: iat + expiry,
+    iat,
+    email: USER_NAMING.email(n),
+    phone: "",
+    app_metadata: sortedKeys({ provider: "email", providers: ["email"] }),
+    user_metadata: sortedKeys({ email_verified: true }),
+    role: "authenticated",
+    aal: "aal1",
+    amr: [{ method: "password", timestamp: iat }],
+    session_id: USER_NAMING.sessionId(n),
+    is_anonymous: false,
+  };
+}
+
+/**
+ * Signs user `n` in through the stand-in's password grant and says which
+ * claims of the token it issued differ from the minted one (times and the
+ * fresh session aside). Empty when they agree.
+ */
+export async function compareWithIssued(
+  apiUrl: string,
+  anonKey: string,
+  n: number,
+  minted: string,
+): Promise<string[]> {
+  const res = await fetch(`${apiUrl}/auth/v1/token?grant_type=password`, {
+    method: "POST",
+    headers: { apikey: anonKey, "Content-Type": "application/json" },
+    body: JSON.stringify({
+      email: USER_NAMING.email(n),
+      password: BENCH_PASSWORD,
+    }),
+  });
+  const body = await res.json();
+  if (!res.ok) {
+    return [`password grant failed with ${res.status} "${body.error_code}"`];
+  }
+  const issued = decodeJwt(body.access_token) as Record<string, unknown>;
+  const ours = decodeJwt(minted) as Record<string, unknown>;
+  const differences: string[] = [];
+  if (Object.keys(issued).join() !== Object.keys(ours).join()) {
+    differences.push(
+      `claim names or order: issued "${Object.keys(issued).join()}", minted "${
+        Object.keys(ours).join()
+      }"`,
+    );
+  }
+  for (const key of Object.keys(issued)) {
+    if (["iat", "exp", "amr", "session_id"].includes(key)) continue;
+    if (JSON.stringify(issued[key]) !== JSON.stringify(ours[key])) {
+      differences.push(
+        `"${key}": issued ${JSON.stringify(issued[key])}, minted ${
+          JSON.stringify(ours[key])
+        }`,
+      );
+    }
+  }
+  return differences;
+}
