@@ -67,7 +67,14 @@ async function suite(
 await Deno.mkdir(REPORTS, { recursive: true });
 await check("fmt", ["fmt", "--check"]);
 await check("lint", ["lint"]);
-await check("check", ["check", "supabase/functions", "local", "tests"]);
+await check("check", [
+  "check",
+  "supabase/functions",
+  "local",
+  "tests",
+  "bench",
+  "scripts",
+]);
 await suite("unit", ["supabase/functions"]);
 const dbPaths = ["local", "tests/e2e", "tests/verify"];
 await suite("pglite", dbPaths, { TEST_DATABASE_URL: "" });
