@@ -57,6 +57,12 @@ async function suite(
     failed = Number(/failures="(\d+)"/.exec(head)?.[1] ?? 0) +
       Number(/errors="(\d+)"/.exec(head)?.[1] ?? 0);
     passed = total - failed;
+    // The runs' own output is not shown (function logs are long): name what failed.
+    for (
+      const m of xml.matchAll(/<testcase name="([^"]*)"[^>]*>\s*<failure/g)
+    ) {
+      console.log(`FAILED (${name}): ${m[1]}`);
+    }
   } catch {
     // No report: the run crashed before reporting.
   }
