@@ -18,11 +18,10 @@ import {
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
   LOCAL_SERVICE_ROLE_KEY,
-  verifyAccessToken,
 } from "../local/auth/mod.ts";
 import { bootstrapDatabase } from "../local/db/bootstrap.ts";
 import { functionEnv, localFunctions } from "../local/functions.ts";
-import { createGateway } from "../local/gateway.ts";
+import { createGateway, localJwtCheck } from "../local/gateway.ts";
 import { pushMigrations } from "../local/migrate.ts";
 import { closeDatabases } from "../supabase/functions/_shared/db.ts";
 import { type CountingProxy, startCountingProxy } from "./pgproxy.ts";
@@ -128,17 +127,7 @@ export async function startBenchStack(
     const ports = options.variants.map(() => _freePort());
     const issuer = `http://127.0.0.1:${ports[0]}/auth/v1`;
 
-    const isValidJwt = async (token: string) => {
-      try {
-        await verifyAccessToken(token, {
-          jwtSecret: LOCAL_JWT_SECRET,
-          publicJwks: [signingKey.publicJwk],
-        });
-        return true;
-      } catch {
-        return false;
-      }
-    };
+    const isValidJwt = localJwtCheck(signingKey);
 
     const variants: Record<string, Variant> = {};
     for (const [i, spec] of options.variants.entries()) {

@@ -5,6 +5,11 @@
  *
  * @module
  */
+import {
+  LOCAL_JWT_SECRET,
+  type SigningKey,
+  verifyAccessToken,
+} from "./auth/mod.ts";
 import type { LocalFunction } from "./functions.ts";
 
 /** What the gateway routes to. */
@@ -68,5 +73,26 @@ export function createGateway(
       }
     }
     return await fn.handler(req);
+  };
+}
+
+/**
+ * The `verify_jwt` check of the local stack: a JWT signed with the local
+ * JWT secret (anon and service keys, HS256 tokens) or with the stack's
+ * ES256 signing key, and not expired.
+ */
+export function localJwtCheck(
+  signingKey: SigningKey,
+): (token: string) => Promise<boolean> {
+  return async (token) => {
+    try {
+      await verifyAccessToken(token, {
+        jwtSecret: LOCAL_JWT_SECRET,
+        publicJwks: [signingKey.publicJwk],
+      });
+      return true;
+    } catch {
+      return false;
+    }
   };
 }

@@ -15,12 +15,11 @@ import {
   LOCAL_JWT_SECRET,
   LOCAL_SERVICE_ROLE_KEY,
   type SigningKey,
-  verifyAccessToken,
 } from "./auth/mod.ts";
 import { bootstrapDatabase } from "./db/bootstrap.ts";
 import { startPgliteServer } from "./db/pglite_server.ts";
 import { functionEnv, localFunctions } from "./functions.ts";
-import { createGateway } from "./gateway.ts";
+import { createGateway, localJwtCheck } from "./gateway.ts";
 import { PROJECT_DIR, pushMigrations } from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
 import { parse as parseToml } from "smol-toml";
@@ -139,17 +138,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const gateway = createGateway({
       auth,
       functions: localFunctions(env),
-      isValidJwt: async (token) => {
-        try {
-          await verifyAccessToken(token, {
-            jwtSecret: LOCAL_JWT_SECRET,
-            publicJwks: [signingKey.publicJwk],
-          });
-          return true;
-        } catch {
-          return false;
-        }
-      },
+      isValidJwt: localJwtCheck(signingKey),
     });
     const server = Deno.serve(
       { hostname: host, port: apiPort, onListen: () => {} },
