@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { z } from "zod";
 import { HttpError } from "./errors.ts";
 
 /** Where variables come from: `Deno.env.get` in production. */
@@ -37,6 +38,13 @@ export interface FunctionEnv {
    * 0 (default): every ping writes, as the spec asks.
    */
   readonly presenceMinWriteIntervalS: number;
+  /**
+   * `USERNAME_MATCH_DOMAINS`: lower-cased email domains whose identities may
+   * be matched by the part of the email before the `@` (the spec's weakest
+   * strategy); `*` allows every domain. Empty (default): the strategy is off,
+   * so an outsider who signs up as `<username>@anywhere` borrows no row.
+   */
+  readonly usernameMatchDomains: ReadonlySet<string>;
 }
 
 /**
@@ -49,15 +57,40 @@ export const FUNCTION_SETTINGS = [
   "DB_POOL_MAX",
   "PRESENCE_VERIFY",
   "PRESENCE_MIN_WRITE_INTERVAL_S",
+  "USERNAME_MATCH_DOMAINS",
 ] as const;
 
 /** The process environment, as the deployed functions read it. */
 export const denoEnv: EnvSource = (name) => Deno.env.get(name);
 
+// Each optional setting: its schema, applied to the trimmed value (or
+// `undefined` when unset or blank, which gives the default). A value the
+// schema refuses is an error naming the setting, never a silent default.
+const _int = (min: number, max: number, fallback: number) =>
+  z.coerce.number().int().min(min).max(max).default(fallback);
+const _SETTINGS = {
+  DB_POOL_MAX: _int(1, 100, 4),
+  PRESENCE_VERIFY: z.enum(["local", "auth"]).default("local"),
+  PRESENCE_MIN_WRITE_INTERVAL_S: _int(0, 86_400, 0),
+  USERNAME_MATCH_DOMAINS: z.string().default("").transform((raw, ctx) => {
+    const domains = _list(raw);
+    for (const d of domains) {
+      if (!_DOMAIN.test(d)) {
+        ctx.addIssue({ code: "custom", message: "not a domain name" });
+      }
+    }
+    return new Set(domains);
+  }),
+} as const;
+
+const _DOMAIN =
+  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
+
 /**
- * Reads and validates the environment, or throws a 500 `missing_env` whose
+ * Reads and validates the environment. Throws a 500 `missing_env` whose
  * `missing` object says, for each required variable (or pair), whether it is
- * missing or empty.
+ * missing or empty; or a 500 `invalid_env` whose `invalid` object names each
+ * optional setting with a value it cannot use, and what it expects.
  *
  * @example
  * ```ts
@@ -83,20 +116,32 @@ export function readEnv(get: EnvSource): FunctionEnv {
       },
     });
   }
+  const settings = z.object(_SETTINGS).safeParse(
+    Object.fromEntries(
+      Object.keys(_SETTINGS).map((name) => [
+        name,
+        name === "PRESENCE_VERIFY" ? value(name)?.toLowerCase() : value(name),
+      ]),
+    ),
+  );
+  if (!settings.success) {
+    const invalid: Record<string, string> = {};
+    for (const issue of settings.error.issues) {
+      invalid[String(issue.path[0])] ??= issue.message;
+    }
+    throw new HttpError("invalid_env", { extra: { invalid } });
+  }
+  const s = settings.data;
   return {
     supabaseUrl: supabaseUrl.replace(/\/+$/, ""),
     anonKey,
     serviceRoleKey,
     dbUrl,
     adminEmails: parseAdminEmails(get("ADMIN_EMAILS")),
-    dbPoolMax: _positiveInt(value("DB_POOL_MAX"), 4),
-    presenceVerify: value("PRESENCE_VERIFY")?.toLowerCase() === "auth"
-      ? "auth"
-      : "local",
-    presenceMinWriteIntervalS: _positiveInt(
-      value("PRESENCE_MIN_WRITE_INTERVAL_S"),
-      0,
-    ),
+    dbPoolMax: s.DB_POOL_MAX,
+    presenceVerify: s.PRESENCE_VERIFY,
+    presenceMinWriteIntervalS: s.PRESENCE_MIN_WRITE_INTERVAL_S,
+    usernameMatchDomains: s.USERNAME_MATCH_DOMAINS,
   };
 }
 
@@ -110,12 +155,9 @@ export function readEnv(get: EnvSource): FunctionEnv {
  * ```
  */
 export function parseAdminEmails(raw: string | undefined): Set<string> {
-  return new Set(
-    (raw ?? "").split(",").map((s) => s.trim().toLowerCase()).filter(Boolean),
-  );
+  return new Set(_list(raw ?? ""));
 }
 
-function _positiveInt(raw: string | undefined, fallback: number): number {
-  const n = Number(raw);
-  return Number.isInteger(n) && n > 0 ? n : fallback;
+function _list(raw: string): string[] {
+  return raw.split(",").map((s) => s.trim().toLowerCase()).filter(Boolean);
 }

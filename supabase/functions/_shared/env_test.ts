@@ -44,8 +44,61 @@ Deno.test("readEnv: reports every missing or empty variable at once as 500 missi
   );
 });
 
-Deno.test("readEnv: a bad DB_POOL_MAX falls back to 4", () => {
-  assert.equal(readEnv(from({ ...full, DB_POOL_MAX: "-2" })).dbPoolMax, 4);
+Deno.test("readEnv: unset or blank settings take their defaults", () => {
+  const env = readEnv(from({ ...full, DB_POOL_MAX: " ", PRESENCE_VERIFY: "" }));
+  assert.equal(env.dbPoolMax, 4);
+  assert.equal(env.presenceVerify, "local");
+  assert.equal(env.presenceMinWriteIntervalS, 0);
+  assert.equal(env.usernameMatchDomains.size, 0);
+});
+
+Deno.test("readEnv: settings are read trimmed and case-insensitively where they are words", () => {
+  const env = readEnv(from({
+    ...full,
+    PRESENCE_VERIFY: " AUTH ",
+    PRESENCE_MIN_WRITE_INTERVAL_S: "60",
+    USERNAME_MATCH_DOMAINS: " Example.com, corp.example.org ,",
+  }));
+  assert.equal(env.presenceVerify, "auth");
+  assert.equal(env.presenceMinWriteIntervalS, 60);
+  assert.deepEqual([...env.usernameMatchDomains], [
+    "example.com",
+    "corp.example.org",
+  ]);
+});
+
+Deno.test("readEnv: bad setting values are refused with 500 invalid_env naming each setting", () => {
+  assert.throws(
+    () =>
+      readEnv(from({
+        ...full,
+        DB_POOL_MAX: "abc",
+        PRESENCE_VERIFY: "getuser",
+        PRESENCE_MIN_WRITE_INTERVAL_S: "-1",
+        USERNAME_MATCH_DOMAINS: "example.com,@bad",
+      })),
+    (e: unknown) => {
+      assert.ok(e instanceof HttpError);
+      assert.equal(e.status, 500);
+      assert.equal(e.code, "invalid_env");
+      const invalid = e.extra.invalid as Record<string, string>;
+      assert.deepEqual(Object.keys(invalid).sort(), [
+        "DB_POOL_MAX",
+        "PRESENCE_MIN_WRITE_INTERVAL_S",
+        "PRESENCE_VERIFY",
+        "USERNAME_MATCH_DOMAINS",
+      ]);
+      // What is expected, never the value given.
+      assert.ok(!JSON.stringify(invalid).includes("getuser"));
+      return true;
+    },
+  );
+  assert.throws(
+    () => readEnv(from({ ...full, DB_POOL_MAX: "0" })),
+    (e: unknown) =>
+      e instanceof HttpError && e.code === "invalid_env" &&
+      "DB_POOL_MAX" in (e.extra.invalid as object),
+  );
 });
 
 Deno.test("parseAdminEmails: trims, lower-cases and drops empty entries", () => {

@@ -38,6 +38,10 @@ export const ERRORS = {
     message:
       "Faltan variables de entorno de Supabase (SUPABASE_URL, SUPABASE_ANON_KEY, SUPABASE_SERVICE_ROLE_KEY o SUPABASE_SERVICE_KEY, SUPABASE_DB_URL)",
   },
+  invalid_env: {
+    status: 500,
+    message: "Configuración de la función inválida",
+  },
   presence_update_failed: {
     status: 500,
     message: "Error actualizando presencia",
