@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { AuthApiError, AuthRetryableFetchError } from "@supabase/supabase-js";
-import type { FunctionEnv } from "../_shared/env.ts";
+import { type FunctionEnv, readEnv } from "../_shared/env.ts";
 import { errorResponse } from "../_shared/errors.ts";
 import { AuditedError } from "./audit.ts";
 import { adminApi, answerLost, lostAnswerError } from "./provider.ts";
@@ -8,16 +8,14 @@ import { adminApi, answerLost, lostAnswerError } from "./provider.ts";
 const ACCOUNT = "00000000-0000-4000-8000-000000000001";
 
 function envFor(supabaseUrl: string): FunctionEnv {
-  return {
-    supabaseUrl,
-    anonKey: "anon",
-    serviceRoleKey: "service",
-    dbUrl: "postgresql://unused",
-    adminEmails: new Set(),
-    dbPoolMax: 1,
-    presenceVerify: "local",
-    presenceMinWriteIntervalS: 0,
+  const vars: Record<string, string> = {
+    SUPABASE_URL: supabaseUrl,
+    SUPABASE_ANON_KEY: "anon",
+    SUPABASE_SERVICE_ROLE_KEY: "service",
+    SUPABASE_DB_URL: "postgresql://unused",
+    DB_POOL_MAX: "1",
   };
+  return readEnv((name) => vars[name]);
 }
 
 /** The error of an admin update against a loopback Auth answering `handler`. */
