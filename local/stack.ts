@@ -38,6 +38,11 @@ export interface StackOptions {
   databaseUrl?: string;
   /** Extra function environment, applied last. */
   functionEnv?: Record<string, string>;
+  /**
+   * Whether sign-ups wait for email confirmation (default: config.toml
+   * `[auth.email] enable_confirmations`, false as in `supabase start`).
+   */
+  emailConfirmations?: boolean;
   /** Create the seeded identities (default true). */
   seedIdentities?: boolean;
   /** ES256 key to sign access tokens with (default: from dataDir, or new). */
@@ -119,11 +124,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     listener.close();
     const apiUrl = `http://${host}:${apiPort}`;
 
+    const config = _authConfig();
     const auth = createAuthApi({
       sql,
       jwtSecret: LOCAL_JWT_SECRET,
       signingKey,
-      jwtExpiry: _jwtExpiry(),
+      jwtExpiry: config.jwtExpiry,
+      mailerAutoconfirm: !(options.emailConfirmations ??
+        config.emailConfirmations),
       issuer: `${apiUrl}/auth/v1`,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
@@ -168,9 +176,18 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   }
 }
 
-function _jwtExpiry(): number {
+// What the Auth stand-in takes from config.toml, as `supabase start` does.
+function _authConfig(): { jwtExpiry: number; emailConfirmations: boolean } {
   const config = parseToml(
     Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
-  ) as { auth?: { jwt_expiry?: number } };
-  return config.auth?.jwt_expiry ?? 3600;
+  ) as {
+    auth?: {
+      jwt_expiry?: number;
+      email?: { enable_confirmations?: boolean };
+    };
+  };
+  return {
+    jwtExpiry: config.auth?.jwt_expiry ?? 3600,
+    emailConfirmations: config.auth?.email?.enable_confirmations ?? false,
+  };
 }

@@ -40,8 +40,13 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Starts a fresh stand-in on a fresh database. */
-export async function startHarness(): Promise<Harness> {
+/**
+ * Starts a fresh stand-in on a fresh database; `mailerAutoconfirm: false`
+ * makes sign-ups wait for confirmation.
+ */
+export async function startHarness(
+  options: { mailerAutoconfirm?: boolean } = {},
+): Promise<Harness> {
   const db = await createTestDatabase();
   await bootstrapDatabase(db.url);
   const sql = postgres(db.url, {
@@ -60,6 +65,7 @@ export async function startHarness(): Promise<Harness> {
     anonKey: LOCAL_ANON_KEY,
     serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
     now: () => Date.now() + offset,
+    mailerAutoconfirm: options.mailerAutoconfirm,
   });
   const server = Deno.serve(
     { port: 0, hostname: "127.0.0.1", onListen() {} },

@@ -91,6 +91,11 @@ export interface AuthApiOptions {
   serviceRoleKey: string;
   /** Clock in ms, for tests. */
   now?: () => number;
+  /**
+   * Confirm sign-ups at once (`mailer_autoconfirm`; default true, as
+   * config.toml `[auth.email] enable_confirmations = false`).
+   */
+  mailerAutoconfirm?: boolean;
 }
 
 const _PREFIX = "/auth/v1";
@@ -121,6 +126,7 @@ export function createAuthApi(
     jwtExpiry: options.jwtExpiry,
     issuer: options.issuer,
     now: options.now ?? Date.now,
+    mailerAutoconfirm: options.mailerAutoconfirm ?? true,
   };
   return async (req: Request): Promise<Response> => {
     let res: Response;
@@ -157,7 +163,7 @@ async function _route(ctx: AuthContext, req: Request): Promise<Response> {
   }
   const routes: Record<string, Record<string, () => Promise<Response>>> = {
     "/health": { GET: () => Promise.resolve(_health()) },
-    "/settings": { GET: () => Promise.resolve(_settings()) },
+    "/settings": { GET: () => Promise.resolve(_settings(ctx)) },
     "/.well-known/jwks.json": { GET: () => Promise.resolve(_jwks(ctx)) },
     "/signup": { POST: () => _signup(ctx, req) },
     "/token": { POST: () => _token(ctx, req, url) },
@@ -204,7 +210,7 @@ function _health(): Response {
   });
 }
 
-function _settings(): Response {
+function _settings(ctx: AuthContext): Response {
   const external: Record<string, boolean> = {};
   for (
     const p of [
@@ -239,7 +245,7 @@ function _settings(): Response {
   return jsonResponse(200, {
     external,
     disable_signup: false,
-    mailer_autoconfirm: true,
+    mailer_autoconfirm: ctx.mailerAutoconfirm,
     phone_autoconfirm: false,
     sms_provider: "twilio",
     saml_enabled: false,
@@ -296,13 +302,19 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
   const address = validateEmail(email);
   const existing = await findDuplicateEmailUser(ctx.sql, address, aud);
   if (existing?.email_confirmed_at) {
-    // With autoconfirm on Supabase Auth admits the account exists.
-    throw unprocessable("user_already_exists", "User already registered");
+    // With autoconfirm on Supabase Auth admits the account exists; without,
+    // it answers as for a new sign-up, with a made-up user, so that nobody
+    // learns which addresses have accounts (signup.go sanitizeUser).
+    if (ctx.mailerAutoconfirm) {
+      throw unprocessable("user_already_exists", "User already registered");
+    }
+    return jsonResponse(200, _sanitizedUser(address, aud, data, ctx.now()));
   }
   // Hashing is slow, so it happens before the transaction as in Go.
   const hash = existing ? null : await hashPassword(password);
 
   let freshIdentityId: string | null = null;
+  let createdId: string | null = null;
   const issued = await ctx.sql.begin(async (tx) => {
     const now = ctx.now();
     let userId: string;
@@ -312,6 +324,7 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
       userId = existing.id;
     } else {
       userId = crypto.randomUUID();
+      createdId = userId;
       await insertUser(tx, {
         id: userId,
         aud,
@@ -361,6 +374,15 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
         }),
       }, now);
     }
+    if (!ctx.mailerAutoconfirm) {
+      // sendConfirmation: the account waits for its link; the caller gets
+      // the user and no session (signup.go). No mail leaves the stand-in.
+      await updateUser(tx, userId, {
+        confirmation_token: crypto.randomUUID().replaceAll("-", ""),
+        confirmation_sent_at: iso(now),
+      }, now);
+      return null;
+    }
     await updateUser(tx, userId, {
       confirmation_token: "",
       email_confirmed_at: iso(now),
@@ -368,6 +390,10 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
     }, now);
     return await issueSession(ctx, tx, userId, _client(req));
   });
+  if (issued === null) {
+    const user = (await findUserById(ctx.sql, existing?.id ?? createdId!))!;
+    return jsonResponse(200, userJson(user));
+  }
   // Supabase Auth answers with the identity object it confirmed in memory,
   // whose data shares the map that got email_verified = true (the row keeps
   // false).
@@ -380,6 +406,31 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
     }
   }
   return _tokensResponse(issued);
+}
+
+// signup.go sanitizeUser: what a repeated sign-up of a confirmed address
+// gets when confirmations are on, shaped like a fresh unconfirmed user.
+function _sanitizedUser(
+  email: string,
+  aud: string,
+  data: Record<string, unknown>,
+  now: number,
+): Record<string, unknown> {
+  const user = userJson(
+    {
+      id: crypto.randomUUID(),
+      aud,
+      role: "",
+      email,
+      confirmation_sent_at: iso(now),
+      raw_app_meta_data: { provider: "email", providers: ["email"] },
+      raw_user_meta_data: data,
+      identities: [],
+      created_at: iso(now),
+      updated_at: iso(now),
+    } as unknown as Parameters<typeof userJson>[0],
+  );
+  return user;
 }
 
 async function _token(

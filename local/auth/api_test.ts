@@ -16,8 +16,11 @@ function decodePart(token: string, i: number): Record<string, unknown> {
   return JSON.parse(atob(b64 + "=".repeat((4 - b64.length % 4) % 4)));
 }
 
-async function withHarness(fn: (h: Harness) => Promise<void>): Promise<void> {
-  const h = await startHarness();
+async function withHarness(
+  fn: (h: Harness) => Promise<void>,
+  options: { mailerAutoconfirm?: boolean } = {},
+): Promise<void> {
+  const h = await startHarness(options);
   try {
     await fn(h);
   } finally {
@@ -143,6 +146,79 @@ Deno.test("auth api: signUp of a registered email is refused with 422 user_alrea
       msg: "User already registered",
     });
   });
+});
+
+Deno.test("auth api: with confirmations on, signUp gives the unconfirmed user and no session, and sign-in waits for the confirmation", async () => {
+  await withHarness(async (h) => {
+    const settings = await json(await h.fetch("/settings"));
+    assert.equal(settings.mailer_autoconfirm, false);
+    const email = freshEmail();
+    const { data, error } = await h.anon().auth.signUp({
+      email,
+      password: "secret123",
+    });
+    assert.equal(error, null);
+    assert.equal(data.session, null);
+    assert.equal(data.user?.email, email);
+    assert.equal(data.user?.email_confirmed_at, undefined);
+    assert.ok(data.user?.confirmation_sent_at);
+    assert.equal(data.user?.identities?.length, 1);
+    const signIn = await h.anon().auth.signInWithPassword({
+      email,
+      password: "secret123",
+    });
+    assert.ok(isAuthApiError(signIn.error));
+    assert.equal(signIn.error.status, 400);
+    assert.equal(signIn.error.code, "email_not_confirmed");
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth api: with confirmations on, signUp of a confirmed address answers 200 with a made-up user and no session", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    const created = await h.admin().auth.admin.createUser({
+      email,
+      password: "original-secret",
+      email_confirm: true,
+    });
+    assert.equal(created.error, null);
+    const { data, error } = await h.anon().auth.signUp({
+      email,
+      password: "claimed-secret",
+    });
+    assert.equal(error, null);
+    assert.equal(data.session, null);
+    assert.notEqual(data.user?.id, created.data.user!.id);
+    assert.deepEqual(data.user?.identities, []);
+    assert.equal(data.user?.email_confirmed_at, undefined);
+    const original = await h.anon().auth.signInWithPassword({
+      email,
+      password: "original-secret",
+    });
+    assert.equal(original.error, null);
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth api: with confirmations on, signUp of an unconfirmed address neither signs in nor confirms it", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    const created = await h.admin().auth.admin.createUser({
+      email,
+      password: "original-secret",
+    });
+    assert.equal(created.error, null);
+    const { data, error } = await h.anon().auth.signUp({
+      email,
+      password: "claimed-secret",
+    });
+    assert.equal(error, null);
+    assert.equal(data.session, null);
+    assert.equal(data.user?.id, created.data.user!.id);
+    const { data: after } = await h.admin().auth.admin.getUserById(
+      created.data.user!.id,
+    );
+    assert.equal(after.user?.email_confirmed_at, undefined);
+  }, { mailerAutoconfirm: false });
 });
 
 Deno.test("auth api: signUp with a short password is refused with 422 weak_password and its reasons", async () => {

@@ -25,6 +25,12 @@ export interface AuthContext {
   issuer: string;
   /** Clock in ms. */
   now: () => number;
+  /**
+   * `mailer_autoconfirm` (config.toml `[auth.email] enable_confirmations =
+   * false`): a sign-up is confirmed and signed in at once. When false, a
+   * sign-up waits for its confirmation and gets no session.
+   */
+  mailerAutoconfirm: boolean;
 }
 
 /** Default audience (GOTRUE_JWT_AUD). */

@@ -78,7 +78,11 @@ export interface TestUser {
 
 /** Starts a stack for one test file (or suite). */
 export async function startTestStack(
-  options: { functionEnv?: Record<string, string> } = {},
+  options: {
+    functionEnv?: Record<string, string>;
+    /** Sign-ups wait for email confirmation (`mailer_autoconfirm` off). */
+    emailConfirmations?: boolean;
+  } = {},
 ): Promise<TestStack> {
   const external = Deno.env.get("E2E_SUPABASE_URL");
   let apiUrl: string, dbUrl: string, anonKey: string, serviceRoleKey: string;
@@ -102,6 +106,7 @@ export async function startTestStack(
       dataDir: null,
       databaseUrl: db?.url,
       functionEnv: options.functionEnv,
+      emailConfirmations: options.emailConfirmations,
       seedIdentities: false,
     });
     ({ apiUrl, dbUrl, anonKey, serviceRoleKey } = stack);
