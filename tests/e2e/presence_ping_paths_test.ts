@@ -12,9 +12,15 @@ import { call, type Invoked } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 import { es256Token, hs256Token, sessionIdOf } from "../support/tokens.ts";
 
-const stack: TestStack = await startTestStack();
+// The username strategy is on for the tests' own domain, so that both paths
+// are compared on it too.
+const MATCHING = { USERNAME_MATCH_DOMAINS: "test.local" };
+const stack: TestStack = await startTestStack({ functionEnv: MATCHING });
 const key = stack.signingKey!;
-const viaAuth = await stack.withFunctionEnv({ PRESENCE_VERIFY: "auth" });
+const viaAuth = await stack.withFunctionEnv({
+  ...MATCHING,
+  PRESENCE_VERIFY: "auth",
+});
 
 // The part of an answer both paths must agree on (times differ by design).
 function essence(res: Invoked) {
@@ -181,6 +187,7 @@ e2eTest(
     );
     const served = await stack.withFunctionEnv({
       SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
+      PRESENCE_TOKEN_ISSUER: `${stack.apiUrl}/auth/v1`,
     });
     try {
       const u = await stack.createUser({ row: { auth_user_id: true } });
@@ -198,6 +205,51 @@ e2eTest(
       });
       for (let i = 0; i < 3; i++) assert.equal((await ping(hs)).status, 200);
       assert.equal(calls.get("/auth/v1/user"), 3);
+    } finally {
+      await served.close();
+      await proxy.shutdown();
+    }
+  },
+);
+
+e2eTest(
+  "presence-ping: an ES256 token naming another issuer or audience is left to Auth",
+  async () => {
+    let userCalls = 0;
+    const proxy = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      (req) => {
+        const url = new URL(req.url);
+        if (url.pathname === "/auth/v1/user") userCalls++;
+        return fetch(`${stack.apiUrl}${url.pathname}${url.search}`, req);
+      },
+    );
+    const served = await stack.withFunctionEnv({
+      SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
+      PRESENCE_TOKEN_ISSUER: `${stack.apiUrl}/auth/v1`,
+    });
+    try {
+      const u = await stack.createUser({ row: { auth_user_id: true } });
+      const ping = (token: string) =>
+        call(served.apiUrl, "presence-ping", {
+          headers: { Authorization: `Bearer ${token}` },
+        });
+      const session_id = sessionIdOf(u.token);
+      const good = await es256Token(stack.apiUrl, u, key, { session_id });
+      assert.equal((await ping(good)).status, 200);
+      assert.equal(userCalls, 0);
+      const foreignIssuer = await es256Token(stack.apiUrl, u, key, {
+        session_id,
+        iss: "https://elsewhere.example/auth/v1",
+      });
+      await ping(foreignIssuer);
+      assert.equal(userCalls, 1);
+      const foreignAudience = await es256Token(stack.apiUrl, u, key, {
+        session_id,
+        aud: "other-app",
+      });
+      await ping(foreignAudience);
+      assert.equal(userCalls, 2);
     } finally {
       await served.close();
       await proxy.shutdown();

@@ -28,26 +28,47 @@ export function isAdminRole(rol: string | null | undefined): boolean {
 }
 
 /**
- * Throws unless the identity is an administrator:
+ * Whether the identity is an administrator, proven one of two ways:
  *
- * - a confirmed email listed in `ADMIN_EMAILS` is enough, with or without a row;
- * - otherwise the row's `rol` counts only when the row was matched by
- *   `auth_user_id` or `correo`: a row reached through `nombre_usuario` never
- *   grants rights, so an outsider's `admin@elsewhere` cannot borrow the local
- *   user `admin`;
- * - no row gives 404 `user_not_found`, a row without rights 403.
+ * - its email is confirmed and listed in `ADMIN_EMAILS` (with or without a
+ *   row). Residual risk: on a project that confirms sign-ups at once, a
+ *   listed address that has no account yet can be claimed by whoever signs
+ *   up with it first; list only addresses whose accounts exist;
+ * - its row is linked to it by `auth_user_id` and has an administrator
+ *   `rol`. A row matched by `correo` or `nombre_usuario` never grants
+ *   rights: with confirmations off (`supabase start`'s default) anyone can
+ *   sign up with an address that is on a row, and on a table without
+ *   `auth_user_id` there is no link to prove ownership at all, so there only
+ *   `ADMIN_EMAILS` makes administrators.
+ *
+ * @example
+ * ```ts
+ * isAdmin(identity, { id: 1, rol: "admin", level: "auth_user_id" }, new Set()); // true
+ * ```
+ */
+export function isAdmin(
+  identity: Identity,
+  row: MatchedRow | null,
+  adminEmails: ReadonlySet<string>,
+): boolean {
+  if (
+    identity.emailConfirmed && identity.email !== null &&
+    adminEmails.has(identity.email)
+  ) return true;
+  return row !== null && row.level === "auth_user_id" && isAdminRole(row.rol);
+}
+
+/**
+ * Throws unless the identity is an administrator ({@linkcode isAdmin}): no
+ * row gives 404 `user_not_found`, a row without rights 403
+ * `admin_required`.
  */
 export function requireAdmin(
   identity: Identity,
   row: MatchedRow | null,
   adminEmails: ReadonlySet<string>,
 ): void {
-  if (
-    identity.emailConfirmed && identity.email !== null &&
-    adminEmails.has(identity.email)
-  ) return;
+  if (isAdmin(identity, row, adminEmails)) return;
   if (!row) throw new HttpError("user_not_found");
-  const strongMatch = row.level === "auth_user_id" || row.level === "correo";
-  if (strongMatch && isAdminRole(row.rol)) return;
   throw new HttpError("admin_required");
 }

@@ -29,14 +29,17 @@ Deno.test("isAdminRole: the four roles, trimmed and case-insensitive", () => {
   }
 });
 
-Deno.test("requireAdmin: rol counts on rows matched by auth_user_id or correo", () => {
+Deno.test("requireAdmin: rol counts only on a row linked by auth_user_id", () => {
   assert.equal(
     code(() => requireAdmin(ana, row("admin", "auth_user_id"), new Set())),
     "ok",
   );
+});
+
+Deno.test("requireAdmin: a row matched by correo never grants rights (a sign-up proves no mailbox)", () => {
   assert.equal(
     code(() => requireAdmin(ana, row("admin", "correo"), new Set())),
-    "ok",
+    "admin_required",
   );
 });
 

@@ -68,3 +68,56 @@ function _reconnectDelay(retries: number): number {
 export function isUndefinedColumn(error: unknown): boolean {
   return error instanceof postgres.PostgresError && error.code === "42703";
 }
+
+// Conditions a client may be told about by name; anything else is named by
+// its SQLSTATE class only.
+const _PUBLIC_CONDITIONS: Record<string, string> = {
+  "57014": "statement timeout",
+  "55P03": "lock not available",
+  "40001": "serialization failure",
+  "40P01": "deadlock detected",
+  "42703": "undefined column",
+  "42P01": "undefined table",
+  "42501": "insufficient privilege",
+  "53300": "too many connections",
+  "57P01": "database shutting down",
+  "57P03": "database starting up",
+};
+
+// postgres.js's own codes, and the socket errors it passes on, for a
+// database that could not be reached or dropped the connection.
+const _CONNECTION_CODES = new Set([
+  "CONNECT_TIMEOUT",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ENOTFOUND",
+  "ETIMEDOUT",
+  "EPIPE",
+]);
+
+/**
+ * A description of a database failure that may be sent to any client: the
+ * condition and its SQLSTATE, never the server's own message, which can
+ * name a host, port, user, database or value. The full message goes to the
+ * log line (redacted) instead.
+ *
+ * @example
+ * ```ts
+ * publicDbError(error); // "database unreachable (ECONNREFUSED)" or "statement timeout (SQLSTATE 57014)"
+ * ```
+ */
+export function publicDbError(error: unknown): string {
+  if (error instanceof postgres.PostgresError) {
+    const name = _PUBLIC_CONDITIONS[error.code] ??
+      `database error class ${error.code.slice(0, 2)}`;
+    return `${name} (SQLSTATE ${error.code})`;
+  }
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code === "string" && _CONNECTION_CODES.has(code)) {
+    return `database unreachable (${code})`;
+  }
+  return "database error";
+}

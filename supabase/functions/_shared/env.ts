@@ -45,6 +45,14 @@ export interface FunctionEnv {
    * so an outsider who signs up as `<username>@anywhere` borrows no row.
    */
   readonly usernameMatchDomains: ReadonlySet<string>;
+  /**
+   * `iss` of the access tokens the fast path accepts: Auth's own URL,
+   * `${SUPABASE_URL}/auth/v1` unless `PRESENCE_TOKEN_ISSUER` says otherwise
+   * (a function reaching Auth through another address than the one tokens
+   * name, as `supabase functions serve` does). A token naming another issuer
+   * is left to Auth.
+   */
+  readonly tokenIssuer: string;
 }
 
 /**
@@ -58,6 +66,7 @@ export const FUNCTION_SETTINGS = [
   "PRESENCE_VERIFY",
   "PRESENCE_MIN_WRITE_INTERVAL_S",
   "USERNAME_MATCH_DOMAINS",
+  "PRESENCE_TOKEN_ISSUER",
 ] as const;
 
 /** The process environment, as the deployed functions read it. */
@@ -72,6 +81,7 @@ const _SETTINGS = {
   DB_POOL_MAX: _int(1, 100, 4),
   PRESENCE_VERIFY: z.enum(["local", "auth"]).default("local"),
   PRESENCE_MIN_WRITE_INTERVAL_S: _int(0, 86_400, 0),
+  PRESENCE_TOKEN_ISSUER: z.url({ protocol: /^https?$/ }).optional(),
   USERNAME_MATCH_DOMAINS: z.string().default("").transform((raw, ctx) => {
     const domains = _list(raw);
     for (const d of domains) {
@@ -142,6 +152,8 @@ export function readEnv(get: EnvSource): FunctionEnv {
     presenceVerify: s.PRESENCE_VERIFY,
     presenceMinWriteIntervalS: s.PRESENCE_MIN_WRITE_INTERVAL_S,
     usernameMatchDomains: s.USERNAME_MATCH_DOMAINS,
+    tokenIssuer: s.PRESENCE_TOKEN_ISSUER ??
+      `${supabaseUrl.replace(/\/+$/, "")}/auth/v1`,
   };
 }
 

@@ -30,6 +30,9 @@ export interface SessionClaims {
 }
 
 const _ALGORITHMS = ["ES256", "RS256"];
+
+/** The `aud` of the access tokens Supabase Auth issues to users. */
+export const ACCESS_TOKEN_AUDIENCE = "authenticated";
 const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 // jose's remote set caches the keys (10 min), refetches on an unknown kid at
@@ -73,8 +76,13 @@ export async function verifyAsymmetric(
   }
   if (!header.kid || !_ALGORITHMS.includes(header.alg ?? "")) return null;
   try {
+    // Auth issues access tokens with `iss` = its own URL and `aud` =
+    // "authenticated"; a token signed by the same keys for another issuer
+    // or audience is left to Auth.
     const { payload } = await jwtVerify(token, _keySet(env), {
       algorithms: _ALGORITHMS,
+      issuer: env.tokenIssuer,
+      audience: ACCESS_TOKEN_AUDIENCE,
     });
     const sub = payload.sub;
     const sessionId = payload.session_id;

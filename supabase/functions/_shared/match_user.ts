@@ -6,10 +6,17 @@
  * 1. `auth_user_id` = the identity's id (where the column exists);
  * 2. `correo` = the email;
  * 3. `nombre_usuario` = the full email;
- * 4. `nombre_usuario` = the part of the email before the last `@`.
+ * 4. `nombre_usuario` = the part of the email before the last `@`, only for
+ *    emails of the domains in `USERNAME_MATCH_DOMAINS` (off by default).
  *
- * Emails and usernames compare case-insensitively. A row linked to another
- * identity is never matched by email or username.
+ * Emails and usernames compare case-insensitively (`lower()`, the one
+ * normalisation used everywhere). A row linked to another identity is never
+ * matched by email or username.
+ *
+ * The fourth strategy proves nothing: anyone who can sign up as
+ * `bruno@anywhere` would reach the row `bruno`. It is therefore limited to
+ * the domains whose mailboxes the project trusts (its own company domain,
+ * say), or `*` for a project whose sign-ups are closed.
  *
  * @module
  */
@@ -17,6 +24,30 @@ import type postgres from "postgres";
 import type { Identity } from "./auth.ts";
 import type { OptionalColumns } from "./columns.ts";
 import type { Sql } from "./db.ts";
+import type { FunctionEnv } from "./env.ts";
+
+/** The settings that shape matching. */
+export interface MatchRules {
+  /**
+   * Email domains (lower-cased) whose identities may be matched by the part
+   * of the email before the `@`; `*` for every domain; empty: never.
+   */
+  readonly usernameDomains: ReadonlySet<string>;
+}
+
+/**
+ * The matching rules of a function's environment.
+ *
+ * @example
+ * ```ts
+ * const rules = matchRules(ctx.env);
+ * ```
+ */
+export function matchRules(
+  env: Pick<FunctionEnv, "usernameMatchDomains">,
+): MatchRules {
+  return { usernameDomains: env.usernameMatchDomains };
+}
 
 /** A SQL fragment. */
 export type Fragment = postgres.PendingQuery<postgres.Row[]>;
@@ -70,10 +101,9 @@ export function matchCandidate(
   sql: Sql,
   keys: MatchKeys,
   columns: OptionalColumns,
+  rules: MatchRules,
 ): Fragment {
   const unlinked = notLinkedElsewhere(sql, keys, columns);
-  // The part before the last @; null when there is none or it is empty.
-  const local = sql`substring(${keys.email} from '^(.+)@[^@]*$')`;
   const byId = columns.authUserId
     ? sql`select u.id, 1 as level from public.usuarios u
           where u.auth_user_id = ${keys.id}
@@ -87,13 +117,31 @@ export function matchCandidate(
       union all
       select u.id, 3 as level from public.usuarios u
         where lower(u.nombre_usuario) = ${keys.email} ${unlinked}
-      union all
-      select u.id, 4 as level from public.usuarios u
-        where lower(u.nombre_usuario) = ${local} ${unlinked}
+      ${_byLocalPart(sql, keys, rules, unlinked)}
     ) c
     order by c.level, c.id
     limit 1
   `;
+}
+
+// The fourth strategy, where the rules allow it for the identity's domain.
+function _byLocalPart(
+  sql: Sql,
+  keys: MatchKeys,
+  rules: MatchRules,
+  unlinked: Fragment,
+): Fragment {
+  const domains = [...rules.usernameDomains];
+  if (domains.length === 0) return sql``;
+  const domainAllowed = rules.usernameDomains.has("*")
+    ? sql``
+    : sql`and substring(${keys.email} from '@([^@]*)$') = any(${domains}::text[])`;
+  // The part before the last @; null when there is none or it is empty.
+  const local = sql`substring(${keys.email} from '^(.+)@[^@]*$')`;
+  return sql`
+    union all
+    select u.id, 4 as level from public.usuarios u
+      where lower(u.nombre_usuario) = ${local} ${unlinked} ${domainAllowed}`;
 }
 
 /**
@@ -123,18 +171,19 @@ export interface MatchedRow {
  *
  * @example
  * ```ts
- * const row = await findUsuario(sql, identity, await optionalColumns(sql));
+ * const row = await findUsuario(sql, identity, await optionalColumns(sql), matchRules(env));
  * ```
  */
 export async function findUsuario(
   sql: Sql,
   identity: Identity,
   columns: OptionalColumns,
+  rules: MatchRules,
 ): Promise<MatchedRow | null> {
   const keys = identityKeys(sql, identity);
   const rows = await sql<{ id: string; rol: string | null; level: number }[]>`
     select u.id, u.rol, c.level
-    from (${matchCandidate(sql, keys, columns)}) c
+    from (${matchCandidate(sql, keys, columns, rules)}) c
     join public.usuarios u on u.id = c.id
   `;
   const row = rows[0];

@@ -19,7 +19,7 @@ import {
   readJsonBody,
   type RequestContext,
 } from "../_shared/http.ts";
-import { findUsuario } from "../_shared/match_user.ts";
+import { findUsuario, matchRules } from "../_shared/match_user.ts";
 import { parseRequest } from "./schema.ts";
 import { syncUsuarios } from "./sync.ts";
 import { updateUsuario } from "./update.ts";
@@ -40,7 +40,7 @@ export async function authSync(
   const sql = database(ctx.env);
   const row = await withColumns(
     sql,
-    (columns) => findUsuario(sql, identity, columns),
+    (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
   );
   requireAdmin(identity, row, ctx.env.adminEmails);
   const body = parseRequest(await readJsonBody(req));

@@ -6,7 +6,8 @@
 import { z } from "zod";
 import { authenticate, bearerToken, type Identity } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
-import { database, type Sql } from "../_shared/db.ts";
+import postgres from "postgres";
+import { database, publicDbError, type Sql } from "../_shared/db.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
@@ -14,13 +15,15 @@ import {
   readBodyText,
   type RequestContext,
 } from "../_shared/http.ts";
-import { errorText } from "../_shared/log.ts";
+import { errorText, logEvent } from "../_shared/log.ts";
 import { type SessionClaims, verifyAsymmetric } from "../_shared/jwt_local.ts";
 import {
   type Fragment,
   identityKeys,
   matchCandidate,
   type MatchKeys,
+  type MatchRules,
+  matchRules,
   notLinkedElsewhere,
 } from "../_shared/match_user.ts";
 
@@ -74,6 +77,8 @@ export interface PresenceResult {
 
 /** Options of {@linkcode updatePresence}. */
 export interface UpdateOptions {
+  /** How identities are matched to rows. */
+  readonly rules: MatchRules;
   /** Skip the write when this state was stored less than this many seconds ago (0: never). */
   readonly minWriteIntervalS?: number;
 }
@@ -88,7 +93,7 @@ export async function updatePresence(
   sql: Sql,
   identity: Identity,
   state: PresenceState,
-  options: UpdateOptions = {},
+  options: UpdateOptions,
 ): Promise<PresenceResult> {
   return await withColumns(
     sql,
@@ -108,7 +113,7 @@ export async function updatePresenceForSession(
   sql: Sql,
   claims: SessionClaims,
   state: PresenceState,
-  options: UpdateOptions = {},
+  options: UpdateOptions,
 ): Promise<PresenceResult> {
   const guard = sql`
     select lower(au.email) as email
@@ -136,7 +141,7 @@ export async function presencePing(
   ctx: RequestContext,
 ): Promise<Response> {
   const token = bearerToken(req);
-  const claims = ctx.env.presenceVerify === "local"
+  const claims = ctx.env.presenceVerify === "local" && fastPathAvailable()
     ? await verifyAsymmetric(token, ctx.env)
     : null;
   let identity = claims ? null : await authenticate(token, ctx.env);
@@ -154,13 +159,17 @@ export async function presencePing(
     new URL(req.url).searchParams.get("state"),
   );
   const sql = database(ctx.env);
-  const options = { minWriteIntervalS: ctx.env.presenceMinWriteIntervalS };
+  const options: UpdateOptions = {
+    rules: matchRules(ctx.env),
+    minWriteIntervalS: ctx.env.presenceMinWriteIntervalS,
+  };
   let result = identity
     ? await _guarded(updatePresence(sql, identity, state, options))
-    : await _guarded(updatePresenceForSession(sql, claims!, state, options));
-  if (!result.sessionOk) {
+    : await _fastPath(sql, claims!, state, options);
+  if (!result?.sessionOk) {
     // Auth says why (signed out, banned, deleted), exactly as on the slow
-    // path; should it still accept the token, the slow path goes on.
+    // path; should it still accept the token, the slow path goes on. The
+    // same when the fast path could not read the auth schema.
     identity = await authenticate(token, ctx.env);
     result = await _guarded(updatePresence(sql, identity, state, options));
   }
@@ -185,9 +194,58 @@ async function _guarded(
     return await pending;
   } catch (cause) {
     throw new HttpError("presence_update_failed", {
-      extra: { error: errorText(cause) },
+      extra: { error: publicDbError(cause) },
       cause,
     });
+  }
+}
+
+// Errors of the fast path's read of auth.sessions and auth.users that say
+// the schema is not as expected or not readable by this role (a changed
+// Auth schema, revoked grants), rather than that the database is down.
+const _SCHEMA_ERRORS = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
+
+// How long the fast path stays off in this isolate after such an error, so
+// that pings do not each pay for a failing statement before asking Auth.
+const _FAST_PATH_PAUSE_MS = 60_000;
+let _fastPathOffUntil = 0;
+const _fastPathErrorsLogged = new Set<string>();
+
+/** Whether the fast path is on in this isolate (off for a while after a schema error). */
+export function fastPathAvailable(now = Date.now()): boolean {
+  return now >= _fastPathOffUntil;
+}
+
+// The fast path's statement; null when the auth schema could not be read,
+// and the caller asks Auth instead. Logged once per isolate and SQLSTATE.
+async function _fastPath(
+  sql: Sql,
+  claims: SessionClaims,
+  state: PresenceState,
+  options: UpdateOptions,
+): Promise<PresenceResult | null> {
+  try {
+    return await updatePresenceForSession(sql, claims, state, options);
+  } catch (cause) {
+    if (
+      !(cause instanceof postgres.PostgresError) ||
+      !_SCHEMA_ERRORS.has(cause.code)
+    ) {
+      throw new HttpError("presence_update_failed", {
+        extra: { error: publicDbError(cause) },
+        cause,
+      });
+    }
+    _fastPathOffUntil = Date.now() + _FAST_PATH_PAUSE_MS;
+    if (!_fastPathErrorsLogged.has(cause.code)) {
+      _fastPathErrorsLogged.add(cause.code);
+      logEvent("warn", "Fast path cannot read the auth schema; asking Auth", {
+        fn: "presence-ping",
+        sqlstate: cause.code,
+        cause: errorText(cause),
+      });
+    }
+    return null;
   }
 }
 
@@ -225,7 +283,7 @@ async function _update(
     }[]
   >`
     with ${guard ? sql`guard as (${guard}),` : sql``}
-    c as (${matchCandidate(sql, keys, columns)}),
+    c as (${matchCandidate(sql, keys, columns, options.rules)}),
     upd as (
       update public.usuarios u
       set ultimo_acceso = ${now},
