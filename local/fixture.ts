@@ -18,6 +18,13 @@ export interface SeedIdentity {
 /** `ADMIN_EMAILS` the local stack gives the functions unless overridden. */
 export const LOCAL_ADMIN_EMAILS = "jefa@example.com";
 
+/**
+ * `USERNAME_MATCH_DOMAINS` the local stack gives the functions unless
+ * overridden: the fixture's own domain, so that `diego@example.com` reaches
+ * the row `diego` while `soporte@elsewhere.test` reaches no row.
+ */
+export const LOCAL_USERNAME_MATCH_DOMAINS = "example.com";
+
 /** Local development identities; their passwords are printed at start. */
 export const SEED_IDENTITIES: readonly SeedIdentity[] = [
   {
@@ -48,7 +55,7 @@ export const SEED_IDENTITIES: readonly SeedIdentity[] = [
     id: "00000000-0000-4000-8000-000000000005",
     email: "admin@example.com",
     password: "admin-password",
-    role: "administrator by rol",
+    role: "administrator by rol, row linked",
   },
   {
     id: "00000000-0000-4000-8000-000000000006",
@@ -66,6 +73,12 @@ export const SEED_IDENTITIES: readonly SeedIdentity[] = [
     id: "00000000-0000-4000-8000-000000000008",
     email: "soporte@elsewhere.test",
     password: "soporte-password",
-    role: "outsider sharing admin username 'soporte': no rights",
+    role: "outsider sharing admin username 'soporte': no row, no rights",
+  },
+  {
+    id: "00000000-0000-4000-8000-000000000009",
+    email: "soporte@example.com",
+    password: "soporte-example-password",
+    role: "administrator by rol, row linked",
   },
 ];

@@ -10,7 +10,7 @@ import { parse as parseToml } from "smol-toml";
 import { createAuthSync } from "../supabase/functions/auth-sync/handler.ts";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
 import { createPresencePing } from "../supabase/functions/presence-ping/handler.ts";
-import { LOCAL_ADMIN_EMAILS } from "./fixture.ts";
+import { LOCAL_ADMIN_EMAILS, LOCAL_USERNAME_MATCH_DOMAINS } from "./fixture.ts";
 import { PROJECT_DIR } from "./migrate.ts";
 
 /** A served function. */
@@ -32,7 +32,8 @@ export interface FunctionEnvInput {
 
 /**
  * The functions' environment, in increasing precedence: the `SUPABASE_*`
- * variables of this stack (and the fixture's `ADMIN_EMAILS`), then
+ * variables of this stack (and the fixture's `ADMIN_EMAILS` and
+ * `USERNAME_MATCH_DOMAINS`), then
  * `supabase/functions/.env`, then the caller's environment for the
  * functions' own settings, then `overrides`.
  */
@@ -43,6 +44,7 @@ export function functionEnv(input: FunctionEnvInput): Map<string, string> {
     ["SUPABASE_SERVICE_ROLE_KEY", input.serviceRoleKey],
     ["SUPABASE_DB_URL", input.dbUrl],
     ["ADMIN_EMAILS", LOCAL_ADMIN_EMAILS],
+    ["USERNAME_MATCH_DOMAINS", LOCAL_USERNAME_MATCH_DOMAINS],
   ]);
   for (const [k, v] of Object.entries(_readDotenv())) {
     // Like `supabase functions serve`: the platform's own names are reserved.

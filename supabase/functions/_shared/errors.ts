@@ -70,6 +70,11 @@ export const ERRORS = {
       "Cambio aplicado en el proveedor de identidad pero no en la base de datos",
   },
   sync_failed: { status: 500, message: "Error sincronizando usuarios" },
+  identity_unverified: {
+    status: 409,
+    message:
+      "La cuenta con ese correo no ha demostrado ser dueña de la dirección",
+  },
   target_busy: {
     status: 409,
     message: "El usuario indicado se está modificando en otra solicitud",

@@ -113,17 +113,46 @@ export async function linkedRows(
 }
 
 /**
- * Lower-cases and trims an email from a `usuarios` row; `null` for none or
- * blank.
+ * An email from a `usuarios` row as it is compared everywhere: lower-cased
+ * (SQL `lower()`), nothing else; `null` for none or blank.
  *
  * @example
  * ```ts
- * normalizeEmail(" Ana@Example.com "); // "ana@example.com"
+ * normalizeEmail("Ana@Example.com"); // "ana@example.com"
  * ```
  */
 export function normalizeEmail(
   value: string | null | undefined,
 ): string | null {
-  const email = (value ?? "").trim().toLowerCase();
-  return email === "" ? null : email;
+  if (value == null || value.trim() === "") return null;
+  return value.toLowerCase();
 }
+
+/**
+ * The account created by the `createUser` call that carried `requestId` in
+ * its `app_metadata` ({@linkcode CREATED_BY_KEY}), if Auth applied it:
+ * after a lost answer, the only account auth-sync may delete again. Another
+ * account with the same email (a stranger's sign-up meanwhile) is not it.
+ */
+export async function findCreatedAccount(
+  sql: postgres.ISql,
+  email: string,
+  requestId: string,
+): Promise<string | null> {
+  const rows = await sql<{ id: string }[]>`
+    select a.id::text
+    from auth.users a
+    where a.instance_id = ${_INSTANCE_ID}::uuid
+      and lower(a.email) = ${email}
+      and a.raw_app_meta_data ->> ${CREATED_BY_KEY} = ${requestId}
+      and a.deleted_at is null
+  `;
+  return rows[0]?.id ?? null;
+}
+
+/**
+ * `app_metadata` key under which auth-sync records the request that
+ * created an account. Only the service role can write `app_metadata`, so a
+ * sign-up cannot forge it.
+ */
+export const CREATED_BY_KEY = "auth_sync_request";

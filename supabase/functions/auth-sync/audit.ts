@@ -24,7 +24,8 @@ export type Field = "email" | "password" | "nombre_usuario" | "auth_user_id";
 export interface AuditEntry {
   /** The administrator who called. */
   readonly actor: Identity;
-  readonly action: "update" | "sync";
+  /** What was done or tried; `unknown` for a refused call whose body names no action. */
+  readonly action: "update" | "sync" | "unknown";
   /** `usuarios.id`; `null` when the failure concerns no one row. */
   readonly targetId: number | null;
   readonly fields: readonly Field[];
@@ -103,4 +104,52 @@ export async function auditFailure(
       cause: errorText(error),
     });
   }
+}
+
+/**
+ * Writes the audit row of a call refused for lack of rights (403): who
+ * called, the action and row it named, and the names of the fields it
+ * would have changed, read leniently from the body (which is not validated
+ * for a caller without rights). Never a value.
+ *
+ * @example
+ * ```ts
+ * await auditRefusal(sql, identity, '{"action":"update","id":1,"password":"x"}');
+ * // action "update", target 1, fields ["password"], outcome failed, detail admin_required
+ * ```
+ */
+export async function auditRefusal(
+  sql: postgres.ISql,
+  actor: Identity,
+  bodyText: string,
+): Promise<void> {
+  let body: Record<string, unknown> = {};
+  try {
+    const parsed = JSON.parse(bodyText);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+      body = parsed;
+    }
+  } catch {
+    // Not JSON: the row says only who tried.
+  }
+  const action = body.action === "update" || body.action === "sync"
+    ? body.action
+    : "unknown";
+  const id = action === "update" && Number.isSafeInteger(body.id) &&
+      (body.id as number) > 0
+    ? body.id as number
+    : null;
+  const fields: Field[] = action === "sync"
+    ? ["auth_user_id"]
+    : (["email", "password", "nombre_usuario"] as const).filter((f) =>
+      f in body
+    );
+  await auditFailure(sql, {
+    actor,
+    action,
+    targetId: id,
+    fields,
+    outcome: "failed",
+    detail: "admin_required",
+  });
 }

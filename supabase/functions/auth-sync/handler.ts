@@ -8,17 +8,20 @@
  *
  * @module
  */
-import { authenticate, bearerToken } from "../_shared/auth.ts";
+import { authenticate, bearerToken, type Identity } from "../_shared/auth.ts";
 import { requireAdmin } from "../_shared/admin.ts";
 import { withColumns } from "../_shared/columns.ts";
 import { database } from "../_shared/db.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
-import { json } from "../_shared/errors.ts";
+import { HttpError, json } from "../_shared/errors.ts";
 import {
   createFunction,
+  readBodyText,
   readJsonBody,
   type RequestContext,
 } from "../_shared/http.ts";
+import { logEvent } from "../_shared/log.ts";
+import { auditRefusal } from "./audit.ts";
 import { findUsuario, matchRules } from "../_shared/match_user.ts";
 import { parseRequest } from "./schema.ts";
 import { syncUsuarios } from "./sync.ts";
@@ -36,20 +39,57 @@ export async function authSync(
   req: Request,
   ctx: RequestContext,
 ): Promise<Response> {
-  const identity = await authenticate(bearerToken(req), ctx.env);
+  let identity: Identity;
+  try {
+    identity = await authenticate(bearerToken(req), ctx.env);
+  } catch (error) {
+    _logRefused(error, ctx, null);
+    throw error;
+  }
   const sql = database(ctx.env);
   const row = await withColumns(
     sql,
     (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
   );
-  requireAdmin(identity, row, ctx.env.adminEmails);
+  try {
+    requireAdmin(identity, row, ctx.env.adminEmails);
+  } catch (error) {
+    _logRefused(error, ctx, identity);
+    if (error instanceof HttpError && error.code === "admin_required") {
+      // Who tried what, from the body nobody else reads: fields' names only.
+      await auditRefusal(
+        sql,
+        identity,
+        await readBodyText(req).catch(() => ""),
+      );
+    }
+    throw error;
+  }
   const body = parseRequest(await readJsonBody(req));
   if (body.action === "update") {
     const result = await updateUsuario(sql, ctx.env, identity, body);
     return json({ ok: true, ...result });
   }
-  const result = await syncUsuarios(sql, identity, body);
+  const result = await syncUsuarios(sql, ctx.env, identity, body);
   return json({ ok: true, ...result });
+}
+
+// Refusals are answered as usual; this leaves a trace of them (the shared
+// pipeline logs only failures of 500 and above).
+function _logRefused(
+  error: unknown,
+  ctx: RequestContext,
+  identity: Identity | null,
+): void {
+  if (!(error instanceof HttpError) || error.status >= 500) return;
+  logEvent("warn", "Request refused", {
+    fn: "auth-sync",
+    request_id: ctx.requestId,
+    status: error.status,
+    code: error.code,
+    actor_auth_user_id: identity?.id,
+    actor_email: identity?.email ?? undefined,
+  });
 }
 
 /**

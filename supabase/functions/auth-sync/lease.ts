@@ -11,6 +11,7 @@
  *
  * @module
  */
+import type postgres from "postgres";
 import type { Sql } from "../_shared/db.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
@@ -25,6 +26,62 @@ export const LEASE_TTL_S = 60;
 /** How long a call waits for another update of the same row to finish. */
 export const LEASE_WAIT_MS = 15_000;
 
+/** A lease held by one call. */
+export interface Lease {
+  readonly targetId: number;
+  /** Random id of the holding call. */
+  readonly holder: string;
+}
+
+/**
+ * Settings of a write transaction under a lease: no statement and no lock
+ * wait may outlast the lease, so that a write that waited too long fails
+ * instead of landing after another call took the row over. `set local`
+ * lasts for the transaction only, which also holds through Supabase's
+ * transaction pooler (a session-level `set` or a startup parameter would
+ * not).
+ */
+export const WRITE_STATEMENT_TIMEOUT_MS = 10_000;
+/** See {@linkcode WRITE_STATEMENT_TIMEOUT_MS}. */
+export const WRITE_LOCK_TIMEOUT_MS = 5_000;
+
+/**
+ * Bounds the transaction `tx` with {@linkcode WRITE_STATEMENT_TIMEOUT_MS}
+ * and {@linkcode WRITE_LOCK_TIMEOUT_MS}. Call first in the transaction.
+ */
+export async function boundTransaction(tx: postgres.ISql): Promise<void> {
+  await tx`select set_config('statement_timeout', ${
+    String(WRITE_STATEMENT_TIMEOUT_MS)
+  }, true),
+                  set_config('lock_timeout', ${
+    String(WRITE_LOCK_TIMEOUT_MS)
+  }, true)`;
+}
+
+/**
+ * Throws unless `lease` is still held, and keeps it from being taken over
+ * until `tx` ends (the lease row is locked). Call in the write transaction,
+ * after its row locks, just before it writes: a lease that lapsed while
+ * the call waited (for Auth, for a lock) may have been taken by another
+ * update of the same row.
+ */
+export async function assertLeaseHeld(
+  tx: postgres.ISql,
+  lease: Lease,
+): Promise<void> {
+  const rows = await tx`
+    select 1 from public.auth_sync_leases
+    where target_id = ${lease.targetId} and holder = ${lease.holder}::uuid
+      and expires_at > now()
+    for update
+  `;
+  // Another update may hold the row now: the caller undoes its provider
+  // change and answers as for a busy row.
+  if (rows.length === 0) {
+    throw new HttpError("target_busy", { headers: { "Retry-After": "1" } });
+  }
+}
+
 /**
  * Runs `work` while holding the lease of row `targetId`, waiting up to
  * {@linkcode LEASE_WAIT_MS} for a running update of the same row to finish;
@@ -32,13 +89,13 @@ export const LEASE_WAIT_MS = 15_000;
  *
  * @example
  * ```ts
- * const user = await withLease(sql, 42, () => applyUpdate(sql, 42));
+ * const user = await withLease(sql, 42, (lease) => applyUpdate(sql, lease));
  * ```
  */
 export async function withLease<T>(
   sql: Sql,
   targetId: number,
-  work: () => Promise<T>,
+  work: (lease: Lease) => Promise<T>,
 ): Promise<T> {
   const holder = crypto.randomUUID();
   const deadline = Date.now() + LEASE_WAIT_MS;
@@ -52,7 +109,7 @@ export async function withLease<T>(
     pause = Math.min(pause * 2, 250);
   }
   try {
-    return await work();
+    return await work({ targetId, holder });
   } finally {
     await _release(sql, targetId, holder);
   }

@@ -8,6 +8,10 @@
  *   account of its `correo` is another one: `conflict`;
  * - no `correo`: `no_email`;
  * - no account has the `correo`: `no_identity`;
+ * - that account is not proven to own the address (unconfirmed, or Auth
+ *   confirms sign-ups at once, {@linkcode ownsEmail}): `unverified`, and
+ *   nothing is linked: whoever signed up first with a row's address would
+ *   otherwise be handed the row;
  * - that account is linked to another row: `conflict`;
  * - otherwise `linked`: `auth_user_id` is set (unless `dry_run`), replacing
  *   a link to an account that no longer exists.
@@ -23,10 +27,16 @@
 import postgres from "postgres";
 import type { Identity } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
-import type { Sql } from "../_shared/db.ts";
+import { publicDbError, type Sql } from "../_shared/db.ts";
+import type { FunctionEnv } from "../_shared/env.ts";
 import { HttpError } from "../_shared/errors.ts";
-import { errorText } from "../_shared/log.ts";
-import { findAccounts, linkedRows, normalizeEmail } from "./accounts.ts";
+import {
+  type Account,
+  findAccounts,
+  linkedRows,
+  normalizeEmail,
+} from "./accounts.ts";
+import { autoconfirms, ownsEmail } from "./ownership.ts";
 import { auditFailure } from "./audit.ts";
 import type { SyncRequest } from "./schema.ts";
 
@@ -36,7 +46,8 @@ export type SyncStatus =
   | "in_sync"
   | "no_identity"
   | "conflict"
-  | "no_email";
+  | "no_email"
+  | "unverified";
 
 /** One row's result. */
 export interface SyncRowResult {
@@ -62,20 +73,22 @@ export interface SyncResult {
  *
  * @example
  * ```ts
- * const page = await syncUsuarios(sql, actor, { action: "sync", limit: 100, dry_run: true });
+ * const page = await syncUsuarios(sql, env, actor, { action: "sync", limit: 100, dry_run: true });
  * ```
  */
 export async function syncUsuarios(
   sql: Sql,
+  env: FunctionEnv,
   actor: Identity,
   input: SyncRequest,
 ): Promise<SyncResult> {
   try {
     return await withColumns(
       sql,
-      (columns) => _sync(sql, actor, input, columns),
+      (columns) => _sync(sql, env, actor, input, columns),
     );
   } catch (error) {
+    if (error instanceof HttpError) throw error;
     if (!input.dry_run) {
       await auditFailure(sql, {
         actor,
@@ -87,7 +100,7 @@ export async function syncUsuarios(
       });
     }
     throw new HttpError("sync_failed", {
-      extra: { error: errorText(error) },
+      extra: { error: publicDbError(error) },
       cause: error,
     });
   }
@@ -101,6 +114,7 @@ interface _Row {
 
 async function _sync(
   sql: Sql,
+  env: FunctionEnv,
   actor: Identity,
   input: SyncRequest,
   columns: OptionalColumns,
@@ -115,6 +129,10 @@ async function _sync(
   const owners = columns.authUserId
     ? await linkedRows(sql, [...byEmail.values()].map((a) => a.id))
     : new Map<string, number>();
+  // Asked only when some row needs it.
+  let autoconfirm: boolean | undefined;
+  const proven = async (account: Account) =>
+    ownsEmail(account, autoconfirm ??= await autoconfirms(env));
   const results: SyncRowResult[] = [];
   for (const row of rows) {
     const linked = row.auth_user_id ? byId.get(row.auth_user_id) : undefined;
@@ -128,6 +146,8 @@ async function _sync(
       result = { id: row.id, status: "no_email", auth_user_id: null };
     } else if (!mine) {
       result = { id: row.id, status: "no_identity", auth_user_id: null };
+    } else if (!(await proven(mine))) {
+      result = { id: row.id, status: "unverified", auth_user_id: null };
     } else if (!columns.authUserId) {
       result = { id: row.id, status: "in_sync", auth_user_id: mine.id };
     } else if ((owners.get(mine.id) ?? row.id) !== row.id) {
@@ -148,6 +168,7 @@ async function _sync(
     no_identity: 0,
     conflict: 0,
     no_email: 0,
+    unverified: 0,
   };
   for (const r of results) summary[r.status]++;
   return {
@@ -202,7 +223,7 @@ async function _link(
         set auth_user_id = ${accountId}::uuid
         where u.id = ${row.id}
           and u.auth_user_id is not distinct from ${row.auth_user_id}::uuid
-          and lower(trim(u.correo)) = ${row.email}::text
+          and lower(u.correo) = ${row.email}::text
         returning u.id
       )
       insert into public.auth_sync_audit

@@ -35,18 +35,26 @@ import {
   providerUnavailable,
 } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
-import type { Sql } from "../_shared/db.ts";
+import { publicDbError, type Sql } from "../_shared/db.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent, redact } from "../_shared/log.ts";
 import {
   type Account,
+  CREATED_BY_KEY,
   findAccounts,
+  findCreatedAccount,
   linkedRows,
   normalizeEmail,
 } from "./accounts.ts";
+import { autoconfirms, ownsEmail } from "./ownership.ts";
 import { AuditedError, auditFailure, type Field, writeAudit } from "./audit.ts";
-import { withLease } from "./lease.ts";
+import {
+  assertLeaseHeld,
+  boundTransaction,
+  type Lease,
+  withLease,
+} from "./lease.ts";
 import {
   adminApi,
   answerLost,
@@ -97,8 +105,11 @@ export async function updateUsuario(
     return await withLease(
       sql,
       input.id,
-      () =>
-        withColumns(sql, (columns) => _update(sql, env, actor, input, columns)),
+      (lease) =>
+        withColumns(
+          sql,
+          (columns) => _update(sql, env, actor, input, columns, lease),
+        ),
     );
   } catch (error) {
     const failure = _asHttpError(error);
@@ -143,11 +154,12 @@ async function _update(
   actor: Identity,
   input: UpdateRequest,
   columns: OptionalColumns,
+  lease: Lease,
 ): Promise<UpdateResult> {
   const row = await _readRow(sql, input.id, columns);
   if (!row) throw new HttpError("target_not_found");
   await _refuseTaken(sql, row, input);
-  const { account, link } = await _rowAccount(sql, row, columns);
+  const { account, link } = await _rowAccount(sql, env, row, columns, input);
   if (input.email !== undefined) {
     const { byEmail } = await findAccounts(sql, { emails: [input.email] });
     const owner = byEmail.get(input.email);
@@ -167,6 +179,7 @@ async function _update(
     const user = await _writeRow(sql, actor, row, input, columns, {
       accountId: relink ? accountId : null,
       changed,
+      lease,
     });
     return {
       user: { ...user, auth_user_id: user.auth_user_id ?? accountId },
@@ -222,11 +235,16 @@ async function _refuseTaken(
   }
 }
 
-// The row's account, and whether it still has to be linked to it.
+// The row's account, and whether it still has to be linked to it. An
+// account found by the row's correo counts only when it is proven to own
+// that address (ownership.ts); otherwise changing it would hand the row's
+// new password to whoever signed up first with the address: 409.
 async function _rowAccount(
   sql: Sql,
+  env: FunctionEnv,
   row: _Row,
   columns: OptionalColumns,
+  input: UpdateRequest,
 ): Promise<{ account: Account | null; link: boolean }> {
   const email = normalizeEmail(row.correo);
   const { byId, byEmail } = await findAccounts(sql, {
@@ -237,13 +255,20 @@ async function _rowAccount(
   if (linked) return { account: linked, link: false };
   const byCorreo = email ? byEmail.get(email) : undefined;
   if (!byCorreo) return { account: null, link: false };
-  if (!columns.authUserId) return { account: byCorreo, link: false };
   // An account already linked to another row is that row's, not this one's.
-  const owner = (await linkedRows(sql, [byCorreo.id])).get(byCorreo.id);
-  if (owner !== undefined && owner !== row.id) {
-    return { account: null, link: false };
+  if (columns.authUserId) {
+    const owner = (await linkedRows(sql, [byCorreo.id])).get(byCorreo.id);
+    if (owner !== undefined && owner !== row.id) {
+      return { account: null, link: false };
+    }
   }
-  return { account: byCorreo, link: true };
+  if (!ownsEmail(byCorreo, await autoconfirms(env))) {
+    if (input.email === undefined && input.password === undefined) {
+      return { account: null, link: false };
+    }
+    throw new HttpError("identity_unverified");
+  }
+  return { account: byCorreo, link: columns.authUserId };
 }
 
 async function _changeProvider(
@@ -295,14 +320,16 @@ async function _changeProvider(
   // found under this email after a lost answer can only be the one created.
   const { byEmail } = await findAccounts(sql, { emails: [newEmail] });
   if (byEmail.has(newEmail)) throw new HttpError("email_exists");
+  const requestId = crypto.randomUUID();
   const { data, error } = await admin.createUser({
     email: newEmail,
     password,
     email_confirm: true,
+    app_metadata: { [CREATED_BY_KEY]: requestId },
   });
   if (error && answerLost(error)) {
     throw lostAnswerError(
-      await _settleLostCreate(sql, env, newEmail),
+      await _settleLostCreate(sql, env, newEmail, requestId),
       error,
     );
   }
@@ -348,23 +375,25 @@ async function _settleLostUpdate(
   return { state: emailApplied ? "undone" : "unchanged" };
 }
 
-// An account creation whose answer was lost: the account of that email, if
-// there is one now, is the one created (_changeProvider made sure none was
-// there before); it is deleted again.
+// An account creation whose answer was lost: the account this call
+// created, if Auth applied it, is the one carrying its request id
+// (findCreatedAccount); it is deleted again. Any other account of that
+// email (a stranger's sign-up meanwhile) is left alone.
 async function _settleLostCreate(
   sql: Sql,
   env: FunctionEnv,
   email: string,
+  requestId: string,
 ): Promise<LostAnswer> {
-  let created: Account | undefined;
+  let created: string | null;
   try {
-    created = (await findAccounts(sql, { emails: [email] })).byEmail.get(email);
+    created = await findCreatedAccount(sql, email, requestId);
   } catch (error) {
     _logLost("Account not read back after a lost answer", error);
     return { state: "unknown", fields: ["email", "password"] };
   }
   if (!created) return { state: "unchanged" };
-  if (await _deleteAccount(sql, env, created.id)) return { state: "undone" };
+  if (await _deleteAccount(sql, env, created)) return { state: "undone" };
   return { state: "changed", fields: ["email", "password"] };
 }
 
@@ -438,7 +467,7 @@ async function _writeRow(
   row: _Row,
   input: UpdateRequest,
   columns: OptionalColumns,
-  plan: { accountId: string | null; changed: Field[] },
+  plan: { accountId: string | null; changed: Field[]; lease: Lease },
 ): Promise<Omit<_Row, "auth_user_id"> & { auth_user_id: string | null }> {
   const set: Record<string, string> = {};
   if (input.email !== undefined) set.correo = input.email;
@@ -450,6 +479,7 @@ async function _writeRow(
     ? sql`u.auth_user_id::text`
     : sql`null::text`;
   return await sql.begin(async (tx) => {
+    await boundTransaction(tx);
     const [locked] = await tx<{ auth_user_id: string | null }[]>`
       select ${authUserId} as auth_user_id
       from public.usuarios u
@@ -457,10 +487,11 @@ async function _writeRow(
       for update
     `;
     // The lease keeps other updates out, but not a sync or another writer.
-    if (!locked) throw new Error(`Row "${row.id}" was deleted meanwhile`);
+    if (!locked) throw new HttpError("target_not_found");
     if (locked.auth_user_id !== row.auth_user_id) {
       throw new Error(`Row "${row.id}" was linked meanwhile`);
     }
+    await assertLeaseHeld(tx, plan.lease);
     const rows = Object.keys(set).length > 0
       ? await tx<(Omit<_Row, "id"> & { id: string })[]>`
           update public.usuarios u set ${tx(set)}
@@ -510,7 +541,7 @@ async function _undo(
   });
   if (left.length === 0) return dbError;
   return new HttpError("partial_failure", {
-    extra: { provider_changed: left, error: errorText(dbError) },
+    extra: { provider_changed: left, error: publicDbError(dbError) },
     cause: dbError,
   });
 }
@@ -537,7 +568,7 @@ function _asHttpError(error: unknown): HttpError {
     }
   }
   return new HttpError("sync_failed", {
-    extra: { error: errorText(error) },
+    extra: { error: publicDbError(error) },
     cause: error,
   });
 }
