@@ -29,9 +29,15 @@ import { hs256Token } from "../support/tokens.ts";
 const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
 const PENDING_EMAIL = `pending-${crypto.randomUUID().slice(0, 8)}@test.local`;
 
+// Confirmations on: a confirmed email is then proof of the mailbox, and sync
+// may link by it (security_test.ts covers the autoconfirm default). The
+// username strategy is on for every domain, so that rows reached through it
+// are tested too.
 const stack: TestStack = await startTestStack({
+  emailConfirmations: true,
   functionEnv: {
     ADMIN_EMAILS: ` ${BOSS_EMAIL.toUpperCase()} , ${PENDING_EMAIL}`,
+    USERNAME_MATCH_DOMAINS: "*",
   },
 });
 
@@ -305,6 +311,7 @@ e2eTest(
         no_identity: 0,
         conflict: 0,
         no_email: 0,
+        unverified: 0,
       },
       next_after_id: null,
     });
@@ -312,24 +319,33 @@ e2eTest(
 );
 
 e2eTest(
-  "auth-sync: an administrator by rol, row matched by correo, is allowed",
+  "auth-sync: an administrator by rol whose row is matched by correo gets 403 until the row is linked",
   async () => {
     const email = uniqueEmail("bycorreo");
     const u = await stack.createUser({
       email,
       row: { correo: email.toUpperCase(), rol: " Super-Admin " },
     });
-    const res = await authSync(u, {
+    const refused = await authSync(u, {
       action: "sync",
       ids: [u.rowId],
       dry_run: true,
     });
-    assert.equal(res.status, 200);
-    assert.deepEqual(res.body.results, [
+    assert.equal(refused.status, 403);
+    assert.equal(refused.body.code, "admin_required");
+    const linked = await authSync(boss, { action: "sync", ids: [u.rowId] });
+    assert.deepEqual(linked.body.results, [
       { id: u.rowId, status: "linked", auth_user_id: u.id },
     ]);
-    // dry_run: the row stays unlinked.
-    assert.equal((await row(u.rowId!)).auth_user_id, null);
+    const allowed = await authSync(u, {
+      action: "sync",
+      ids: [u.rowId],
+      dry_run: true,
+    });
+    assert.equal(allowed.status, 200);
+    assert.deepEqual(allowed.body.results, [
+      { id: u.rowId, status: "in_sync", auth_user_id: u.id },
+    ]);
   },
 );
 
@@ -1113,7 +1129,7 @@ e2eTest(
     assert.equal(res.status, 500);
     assert.equal(res.body.message, "Error sincronizando usuarios");
     assert.equal(res.body.code, "sync_failed");
-    assert.match(res.body.error, /test trigger refuses this correo/);
+    assert.equal(res.body.error, "database error class P0 (SQLSTATE P0001)");
     assert.deepEqual(await row(u.rowId!), before);
     assert.equal(await providerEmail(u.id), u.email);
     assert.equal(await canSignIn(u.email, u.password), true);
@@ -1243,6 +1259,13 @@ async function syncFixture() {
   const [noEmail] = await stack.sql`
     insert into public.usuarios (nombre_usuario)
     values (${`noemail-${crypto.randomUUID().slice(0, 8)}`}) returning id`;
+  // Its correo's account never confirmed the address.
+  const unverifiedEmail = uniqueEmail("unverified");
+  const unverified = await stack.createUser({
+    email: unverifiedEmail,
+    confirmed: false,
+    row: { correo: unverifiedEmail },
+  });
   // Linked to one account while its correo is another account's.
   const other = await stack.createUser();
   const mismatched = await stack.createUser({ row: { auth_user_id: true } });
@@ -1253,6 +1276,7 @@ async function syncFixture() {
     toLink,
     noIdentity: Number(noIdentity.id),
     noEmail: Number(noEmail.id),
+    unverified,
     mismatched,
   };
 }
@@ -1266,6 +1290,7 @@ e2eTest(
       f.toLink.rowId!,
       f.noIdentity,
       f.noEmail,
+      f.unverified.rowId!,
       f.mismatched.rowId!,
     ];
     const expected = [
@@ -1273,6 +1298,7 @@ e2eTest(
       { id: f.toLink.rowId, status: "linked", auth_user_id: f.toLink.id },
       { id: f.noIdentity, status: "no_identity", auth_user_id: null },
       { id: f.noEmail, status: "no_email", auth_user_id: null },
+      { id: f.unverified.rowId, status: "unverified", auth_user_id: null },
       {
         id: f.mismatched.rowId,
         status: "conflict",
@@ -1290,6 +1316,7 @@ e2eTest(
         no_identity: 1,
         conflict: 1,
         no_email: 1,
+        unverified: 1,
       },
       next_after_id: null,
     });
@@ -1314,7 +1341,9 @@ e2eTest(
       no_identity: 1,
       conflict: 1,
       no_email: 1,
+      unverified: 1,
     });
+    assert.equal((await row(f.unverified.rowId!)).auth_user_id, null);
     assert.equal(
       (await row(f.mismatched.rowId!)).auth_user_id,
       f.mismatched.id,

@@ -11,7 +11,11 @@ import { hs256Token } from "../support/tokens.ts";
 
 const ISO_MS_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-const stack: TestStack = await startTestStack();
+// The username strategy is allowed for the tests' own domain, so that every
+// spec strategy is exercised (security_test.ts covers the default, off).
+const stack: TestStack = await startTestStack({
+  functionEnv: { USERNAME_MATCH_DOMAINS: "test.local" },
+});
 
 async function row(id: number) {
   const [r] = await stack.sql`

@@ -1,0 +1,549 @@
+/**
+ * Nobody gets administrator rights, another user's account or another
+ * user's row by signing up first: the attacks of the security review, end
+ * to end through supabase-js against the local stack as `npm start` runs it
+ * (email confirmations off, so every sign-up is confirmed at once), and the
+ * review's other findings, each with its test.
+ */
+import assert from "node:assert/strict";
+import type { SupabaseClient } from "@supabase/supabase-js";
+import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { authServerError } from "../support/faults.ts";
+import { call, invoke } from "../support/invoke.ts";
+import {
+  startTestStack,
+  type TestStack,
+  type TestUser,
+} from "../support/stack.ts";
+
+const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
+const stack: TestStack = await startTestStack({
+  functionEnv: { ADMIN_EMAILS: BOSS_EMAIL },
+});
+const boss: TestUser = await stack.createUser({ email: BOSS_EMAIL });
+
+function uniqueEmail(prefix: string, domain = "test.local"): string {
+  return `${prefix}-${crypto.randomUUID().slice(0, 10)}@${domain}`;
+}
+
+/** Signs up through the public API, as an outsider with the anon key would. */
+async function signUp(
+  email: string,
+  password = `pw-${crypto.randomUUID()}`,
+): Promise<{ client: SupabaseClient; id: string; password: string }> {
+  const client = stack.anon();
+  const { data, error } = await client.auth.signUp({ email, password });
+  if (error) throw error;
+  assert.ok(data.session, "sign-ups are confirmed at once on this stack");
+  return { client, id: data.user!.id, password };
+}
+
+async function canSignIn(email: string, password: string): Promise<boolean> {
+  const { error } = await stack.anon().auth.signInWithPassword({
+    email,
+    password,
+  });
+  return error === null;
+}
+
+async function usuario(id: number) {
+  const [r] = await stack.sql`
+    select id, correo, nombre_usuario, auth_user_id::text, rol,
+           presence_state, ultimo_acceso
+    from public.usuarios where id = ${id}`;
+  return r;
+}
+
+/** Lines the functions log while `work` runs (they run in this process). */
+async function logLines(work: () => Promise<void>): Promise<string[]> {
+  const lines: string[] = [];
+  const saved = { log: console.log, warn: console.warn, error: console.error };
+  const keep = (...args: unknown[]) => lines.push(args.map(String).join(" "));
+  console.log = console.warn = console.error = keep;
+  try {
+    await work();
+  } finally {
+    Object.assign(console, saved);
+  }
+  return lines;
+}
+
+/**
+ * Functions served against a proxy of the stack's API that lets `onAdminWrite`
+ * answer the Auth admin writes (`POST`/`PUT`/`DELETE /auth/v1/admin/users`)
+ * after or instead of forwarding them.
+ */
+async function withAdminWriteProxy(
+  onAdminWrite: (
+    req: Request,
+    forward: () => Promise<Response>,
+  ) => Promise<Response>,
+  run: (apiUrl: string) => Promise<void>,
+): Promise<void> {
+  const proxy = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    (req) => {
+      const url = new URL(req.url);
+      const forward = () =>
+        fetch(`${stack.apiUrl}${url.pathname}${url.search}`, {
+          method: req.method,
+          headers: req.headers,
+          body: req.body,
+        });
+      if (
+        req.method !== "GET" && url.pathname.startsWith("/auth/v1/admin/users")
+      ) return onAdminWrite(req, forward);
+      return forward();
+    },
+  );
+  const served = await stack.withFunctionEnv({
+    ADMIN_EMAILS: BOSS_EMAIL,
+    SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
+  });
+  try {
+    await run(served.apiUrl);
+  } finally {
+    await served.close();
+    await proxy.shutdown();
+  }
+}
+
+function updateAsBoss(apiUrl: string, body: Record<string, unknown>) {
+  return call(apiUrl, "auth-sync", {
+    headers: {
+      Authorization: `Bearer ${boss.token}`,
+      "Content-Type": "application/json",
+    },
+    body: JSON.stringify({ action: "update", ...body }),
+  });
+}
+
+// --------------------------------------------------- rights need proof
+
+e2eTest(
+  "security: signing up first with an administrator row's email gives no rights (403), changes nothing, and is audited",
+  async () => {
+    const victim = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("victim") },
+    });
+    const adminEmail = uniqueEmail("soporte");
+    const [adminRow] = await stack.sql`
+      insert into public.usuarios (correo, nombre_usuario, rol)
+      values (${adminEmail}, ${adminEmail.split("@")[0]}, 'admin')
+      returning id`;
+    const attacker = await signUp(adminEmail);
+    const before = await usuario(victim.rowId!);
+
+    const res = await invoke(attacker.client, "auth-sync", {
+      body: { action: "update", id: victim.rowId, password: "taken-over-1" },
+    });
+    assert.equal(res.status, 403);
+    assert.deepEqual(res.body, {
+      message: "Acceso denegado (se requiere administrador)",
+      code: "admin_required",
+    });
+    assert.deepEqual(await usuario(victim.rowId!), before);
+    assert.equal(await canSignIn(victim.email, victim.password), true);
+    assert.equal(await canSignIn(victim.email, "taken-over-1"), false);
+    // The admin row was not linked to the squatter either.
+    assert.equal((await usuario(Number(adminRow.id))).auth_user_id, null);
+
+    const audit = await stack.sql`
+      select actor_auth_user_id::text, actor_email, action, target_id, fields,
+             outcome, detail
+      from public.auth_sync_audit where actor_auth_user_id = ${attacker.id}`;
+    assert.deepEqual(audit.map((a) => ({ ...a })), [{
+      actor_auth_user_id: attacker.id,
+      actor_email: adminEmail,
+      action: "update",
+      target_id: String(victim.rowId),
+      fields: ["password"],
+      outcome: "failed",
+      detail: "admin_required",
+    }]);
+    assert.ok(!JSON.stringify(audit).includes("taken-over-1"));
+  },
+);
+
+e2eTest(
+  "security: an administrator row linked by auth_user_id keeps its rights",
+  async () => {
+    const admin = await stack.createUser({
+      row: { auth_user_id: true, rol: "administrador" },
+    });
+    const res = await invoke(admin.client, "auth-sync", {
+      body: { action: "sync", ids: [admin.rowId], dry_run: true },
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body.results, [
+      { id: admin.rowId, status: "in_sync", auth_user_id: admin.id },
+    ]);
+  },
+);
+
+e2eTest(
+  "security: an ADMIN_EMAILS address that has an account cannot be signed up again",
+  async () => {
+    const { error } = await stack.anon().auth.signUp({
+      email: BOSS_EMAIL,
+      password: "claimed-secret",
+    });
+    assert.equal(error?.status, 422);
+    assert.equal(error?.code, "user_already_exists");
+    const res = await invoke(boss.client, "auth-sync", {
+      body: { action: "sync", ids: [1], dry_run: true },
+    });
+    assert.equal(res.status, 200);
+  },
+);
+
+// ------------------------------------------------ nothing links a squatter
+
+e2eTest(
+  "security: sync does not link a row to the account that signed up first with its email: unverified",
+  async () => {
+    const email = uniqueEmail("squatted");
+    const [r] = await stack.sql`
+      insert into public.usuarios (correo) values (${email}) returning id`;
+    const squatter = await signUp(email);
+    const res = await invoke(boss.client, "auth-sync", {
+      body: { action: "sync", ids: [Number(r.id)] },
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body.results, [
+      { id: Number(r.id), status: "unverified", auth_user_id: null },
+    ]);
+    assert.equal(res.body.summary.unverified, 1);
+    assert.equal((await usuario(Number(r.id))).auth_user_id, null);
+    assert.ok(squatter.id);
+  },
+);
+
+e2eTest(
+  "security: update refuses to change or link the account that signed up first with a row's email: 409 identity_unverified",
+  async () => {
+    const email = uniqueEmail("squatted-update");
+    const [r] = await stack.sql`
+      insert into public.usuarios (correo) values (${email}) returning id`;
+    const squatter = await signUp(email);
+    const before = await usuario(Number(r.id));
+    const res = await invoke(boss.client, "auth-sync", {
+      body: { action: "update", id: Number(r.id), password: "for-the-owner-1" },
+    });
+    assert.equal(res.status, 409);
+    assert.equal(res.body.code, "identity_unverified");
+    assert.deepEqual(await usuario(Number(r.id)), before);
+    assert.equal(await canSignIn(email, squatter.password), true);
+    assert.equal(await canSignIn(email, "for-the-owner-1"), false);
+
+    // A username change touches no account and still works.
+    const renamed = await invoke(boss.client, "auth-sync", {
+      body: {
+        action: "update",
+        id: Number(r.id),
+        nombre_usuario: `owner-${r.id}`,
+      },
+    });
+    assert.equal(renamed.status, 200);
+    assert.deepEqual(renamed.body.changed, ["nombre_usuario"]);
+    assert.equal((await usuario(Number(r.id))).auth_user_id, null);
+  },
+);
+
+// ------------------------------------------- matching cannot be borrowed
+
+e2eTest(
+  "security: an outsider signing up as <username>@anywhere cannot set the presence of row <username> (default settings)",
+  async () => {
+    const username = `bruno${crypto.randomUUID().slice(0, 8)}`;
+    const [r] = await stack.sql`
+      insert into public.usuarios (nombre_usuario) values (${username})
+      returning id`;
+    const before = await usuario(Number(r.id));
+    const outsider = await signUp(`${username}@any-domain.test`);
+    const res = await invoke(outsider.client, "presence-ping", {
+      body: { state: "online" },
+    });
+    assert.equal(res.status, 404);
+    assert.equal(res.body.code, "user_not_found");
+    assert.deepEqual(await usuario(Number(r.id)), before);
+  },
+);
+
+e2eTest(
+  "security: USERNAME_MATCH_DOMAINS lets the username strategy match listed domains only, and * every domain",
+  async () => {
+    const username = `carla${crypto.randomUUID().slice(0, 8)}`;
+    const [r] = await stack.sql`
+      insert into public.usuarios (nombre_usuario) values (${username})
+      returning id`;
+    const insider = await signUp(`${username}@corp.test`);
+    const outsider = await signUp(`${username}@elsewhere.test`);
+    const ping = (apiUrl: string, token: string) =>
+      call(apiUrl, "presence-ping", {
+        headers: { Authorization: `Bearer ${token}` },
+      });
+    const tokenOf = async (c: SupabaseClient) =>
+      (await c.auth.getSession()).data.session!.access_token;
+    const listed = await stack.withFunctionEnv({
+      USERNAME_MATCH_DOMAINS: "corp.test",
+    });
+    const every = await stack.withFunctionEnv({ USERNAME_MATCH_DOMAINS: "*" });
+    try {
+      const ok = await ping(listed.apiUrl, await tokenOf(insider.client));
+      assert.equal(ok.status, 200);
+      assert.equal(ok.body.user.id, Number(r.id));
+      const refused = await ping(listed.apiUrl, await tokenOf(outsider.client));
+      assert.equal(refused.status, 404);
+      const anyDomain = await ping(
+        every.apiUrl,
+        await tokenOf(outsider.client),
+      );
+      assert.equal(anyDomain.status, 200);
+      assert.equal(anyDomain.body.user.id, Number(r.id));
+    } finally {
+      await listed.close();
+      await every.close();
+    }
+  },
+);
+
+// ------------------------------------------------- the review's findings
+
+e2eTest(
+  "security: after a lost createUser answer, a stranger's account with that email is not deleted",
+  async () => {
+    const email = uniqueEmail("lost-create");
+    const [r] = await stack.sql`
+      insert into public.usuarios (correo) values (${email}) returning id`;
+    let stranger: { id: string; password: string } | null = null;
+    await withAdminWriteProxy(async (req) => {
+      // The call never reaches Auth, its answer is lost, and meanwhile a
+      // stranger signs up with the address.
+      await req.body?.cancel();
+      stranger = await signUp(email);
+      return authServerError("answer lost by test proxy");
+    }, async (apiUrl) => {
+      const res = await updateAsBoss(apiUrl, {
+        id: Number(r.id),
+        password: "for-the-owner-2",
+      });
+      assert.equal(res.status, 503);
+      assert.equal(res.body.code, "idp_unavailable");
+    });
+    assert.ok(stranger);
+    const s = stranger as { id: string; password: string };
+    const { data } = await stack.admin().auth.admin.getUserById(s.id);
+    assert.equal(data.user?.id, s.id);
+    assert.equal(await canSignIn(email, s.password), true);
+    assert.equal((await usuario(Number(r.id))).auth_user_id, null);
+  },
+);
+
+e2eTest(
+  "security: after a lost createUser answer, the account the call created is deleted again",
+  async () => {
+    const email = uniqueEmail("lost-own");
+    const [r] = await stack.sql`
+      insert into public.usuarios (correo) values (${email}) returning id`;
+    await withAdminWriteProxy(async (req, forward) => {
+      if (req.method !== "POST") return await forward();
+      const applied = await forward();
+      assert.equal(applied.status, 200);
+      await applied.body?.cancel();
+      return authServerError("answer lost by test proxy");
+    }, async (apiUrl) => {
+      const res = await updateAsBoss(apiUrl, {
+        id: Number(r.id),
+        password: "for-the-owner-3",
+      });
+      assert.equal(res.status, 503);
+    });
+    const [left] = await stack.sql`
+      select count(*)::int as n from auth.users where lower(email) = ${email}`;
+    assert.equal(left.n, 0);
+  },
+);
+
+e2eTest(
+  "security: a lease that lapsed before the write refuses the write (409 target_busy) and sets the email back",
+  async () => {
+    const u = await stack.createUser({
+      row: { auth_user_id: true },
+    });
+    await stack.sql`update public.usuarios set correo = ${u.email}
+                    where id = ${u.rowId}`;
+    const before = await usuario(u.rowId!);
+    let tookOver = false;
+    await withAdminWriteProxy(async (req, forward) => {
+      const answer = await forward();
+      if (req.method === "PUT" && !tookOver) {
+        // While Auth answered, the lease lapsed and another call took it.
+        tookOver = true;
+        await stack.sql`
+          update public.auth_sync_leases
+          set holder = ${crypto.randomUUID()}::uuid
+          where target_id = ${u.rowId}`;
+      }
+      return answer;
+    }, async (apiUrl) => {
+      const res = await updateAsBoss(apiUrl, {
+        id: u.rowId,
+        email: uniqueEmail("late"),
+      });
+      assert.equal(res.status, 409);
+      assert.equal(res.body.code, "target_busy");
+    });
+    assert.ok(tookOver);
+    assert.deepEqual(await usuario(u.rowId!), before);
+    const { data } = await stack.admin().auth.admin.getUserById(u.id);
+    assert.equal(data.user?.email, u.email);
+  },
+);
+
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  // PGlite is one session: a transaction held here would stop every other
+  // connection, the Auth stand-in's included, so a lock wait cannot arise.
+  e2eTest(
+    "security: a write that waits for a row lock longer than lock_timeout fails (500 sync_failed) and sets the email back",
+    async () => {
+      const u = await stack.createUser({ row: { auth_user_id: true } });
+      await stack.sql`update public.usuarios set correo = ${u.email}
+                      where id = ${u.rowId}`;
+      const holder = await stack.sql.reserve();
+      try {
+        await holder`begin`;
+        await holder`select 1 from public.usuarios where id = ${u.rowId}
+                     for update`;
+        const started = Date.now();
+        const res = await updateAsBoss(stack.apiUrl, {
+          id: u.rowId,
+          email: uniqueEmail("locked"),
+        });
+        const waited = Date.now() - started;
+        assert.equal(res.status, 500);
+        assert.equal(res.body.code, "sync_failed");
+        assert.equal(res.body.error, "lock not available (SQLSTATE 55P03)");
+        assert.ok(waited < 60_000, `waited ${waited} ms, past the lease`);
+      } finally {
+        await holder`rollback`;
+        holder.release();
+      }
+      const { data } = await stack.admin().auth.admin.getUserById(u.id);
+      assert.equal(data.user?.email, u.email);
+    },
+  );
+}
+
+e2eTest(
+  "security: refused auth-sync calls are logged with their code, never their token",
+  async () => {
+    const nobody = await stack.createUser({ row: { auth_user_id: true } });
+    const lines = await logLines(async () => {
+      const unauthenticated = await call(stack.apiUrl, "auth-sync", {
+        headers: { Authorization: "Bearer not.a.token" },
+      });
+      assert.equal(unauthenticated.status, 401);
+      const forbidden = await invoke(nobody.client, "auth-sync", {
+        body: { action: "sync" },
+      });
+      assert.equal(forbidden.status, 403);
+    });
+    const refused = lines.filter((l) => l.includes('"Request refused"'))
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(refused.map((l) => [l.level, l.status, l.code]), [
+      ["warn", 401, "invalid_token"],
+      ["warn", 403, "admin_required"],
+    ]);
+    assert.equal(refused[1].actor_auth_user_id, nobody.id);
+    assert.ok(!lines.join("\n").includes(nobody.token));
+  },
+);
+
+e2eTest(
+  "security: presence_update_failed keeps the spec's error field and names no host, port, user or database",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (closed.addr as Deno.NetAddr).port;
+    closed.close();
+    const served = await stack.withFunctionEnv({
+      SUPABASE_DB_URL:
+        `postgresql://secretuser:secretpw@127.0.0.1:${port}/secretdb`,
+    });
+    try {
+      const res = await call(served.apiUrl, "presence-ping", {
+        headers: { Authorization: `Bearer ${u.token}` },
+      });
+      assert.equal(res.status, 500);
+      assert.equal(res.body.message, "Error actualizando presencia");
+      assert.equal(res.body.code, "presence_update_failed");
+      assert.equal(res.body.error, "database unreachable (ECONNREFUSED)");
+      const text = JSON.stringify(res.body);
+      for (
+        const secret of ["secretuser", "secretpw", "secretdb", "127.0.0.1"]
+      ) {
+        assert.ok(!text.includes(secret), secret);
+      }
+      assert.ok(!text.includes(String(port)));
+    } finally {
+      await served.close();
+    }
+  },
+);
+
+e2eTest(
+  "security: when the fast path cannot read the auth schema, pings are answered through Auth and it is logged once",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const served = await stack.withFunctionEnv({});
+    // A changed Auth schema: the column the fast path reads is gone (the
+    // stand-in reads sessions as whole rows and does not mind).
+    await stack
+      .sql`alter table auth.sessions rename column not_after to not_after_moved`;
+    try {
+      const lines = await logLines(async () => {
+        for (let i = 0; i < 3; i++) {
+          const res = await call(served.apiUrl, "presence-ping", {
+            headers: { Authorization: `Bearer ${u.token}` },
+          });
+          assert.equal(res.status, 200);
+          assert.equal(res.body.user.id, u.rowId);
+        }
+      });
+      const warnings = lines.filter((l) =>
+        l.includes("Fast path cannot read the auth schema")
+      );
+      assert.equal(warnings.length, 1);
+      assert.equal(JSON.parse(warnings[0]).sqlstate, "42703");
+    } finally {
+      await stack
+        .sql`alter table auth.sessions rename column not_after_moved to not_after`;
+      await served.close();
+    }
+  },
+);
+
+// ------------------------------------------------- legacy shape, last
+
+e2eTest(
+  "security: without the auth_user_id column rol grants no rights, ADMIN_EMAILS still does",
+  async () => {
+    // Last: the column stays dropped for the rest of the file.
+    const email = uniqueEmail("legacy-admin");
+    await stack.sql`insert into public.usuarios (correo, rol)
+                    values (${email}, 'superadmin')`;
+    await stack.sql`alter table public.usuarios drop column auth_user_id`;
+    const claimant = await signUp(email);
+    const refused = await invoke(claimant.client, "auth-sync", {
+      body: { action: "sync", dry_run: true },
+    });
+    assert.equal(refused.status, 403);
+    const allowed = await invoke(boss.client, "auth-sync", {
+      body: { action: "sync", dry_run: true, limit: 1 },
+    });
+    assert.equal(allowed.status, 200);
+  },
+);
+
+closeStackAfterAll("security", stack);
