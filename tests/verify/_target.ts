@@ -107,6 +107,33 @@ export async function signedInUser(
 }
 
 /**
+ * Signs up through the public API with the anon key, as an outsider can
+ * (the stack confirms sign-ups at once, as `supabase start` does), and
+ * returns the session's user.
+ */
+export async function signedUpUser(t: Target, email: string): Promise<User> {
+  const password = `Pw-${crypto.randomUUID()}`;
+  t.secrets.add(password);
+  const session = await _authJson(t, "/auth/v1/signup", t.anonKey, {
+    email,
+    password,
+  });
+  const token = String(session.access_token);
+  t.secrets.add(token, String(session.refresh_token));
+  const claims = JSON.parse(
+    new TextDecoder().decode(_b64url(token.split(".")[1])),
+  );
+  return {
+    id: String(claims.sub),
+    email,
+    password,
+    token,
+    sessionId: claims.session_id,
+    rowId: null,
+  };
+}
+
+/**
  * An access token for `user` with exactly the claims the Auth stand-in puts
  * in one, signed with its ES256 key; `claims` override them.
  */

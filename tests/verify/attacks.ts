@@ -15,7 +15,13 @@ import {
   type Tally,
   usuariosFingerprint,
 } from "./_support.ts";
-import { mintToken, signedInUser, type Target, type User } from "./_target.ts";
+import {
+  mintToken,
+  signedInUser,
+  signedUpUser,
+  type Target,
+  type User,
+} from "./_target.ts";
 import type { FunctionName } from "./bad_input.ts";
 
 const _enc = new TextEncoder();
@@ -405,13 +411,14 @@ async function _adminImpostors(
 ): Promise<void> {
   const category = "attack: administrator impostor";
   const adminName = `boss${tag}`;
-  // The real administrator: matched by correo, not linked, known by username.
+  // The real administrator: linked by auth_user_id, known by username.
   const realAdmin = await signedInUser(t, {
     email: `${adminName}@verify.test`,
     row: {
       correo: `${adminName}@verify.test`,
       nombre_usuario: adminName,
       rol: "administrador",
+      auth_user_id: true,
     },
   });
   const body = { action: "update", id: victim.rowId, nombre_usuario: "pwned" };
@@ -479,11 +486,81 @@ async function _adminImpostors(
   } else {
     tally.fail(category, "no unconfirmed address in ADMIN_EMAILS to test with");
   }
+  await _signUpFirst(t, tally, tag, victim, realAdmin);
   const v = await _presence(t, victim.rowId!);
   tally.check(
     category,
     v.nombre_usuario !== "pwned",
     () => "victim's username was changed",
+  );
+}
+
+/**
+ * Signing up first, with confirmations off: with the email of an
+ * administrator row that has no account yet (no rights), with the email of
+ * a row no account owns (sync must not link it), and as
+ * `<username>@anywhere` (no row borrowed by presence-ping).
+ */
+async function _signUpFirst(
+  t: Target,
+  tally: Tally,
+  tag: string,
+  victim: User,
+  realAdmin: User,
+): Promise<void> {
+  const category = "attack: sign-up first";
+  const adminEmail = `unlinked-admin${tag}@verify.test`;
+  await t.sql`insert into public.usuarios (correo, nombre_usuario, rol)
+              values (${adminEmail}, ${`unlinked-admin${tag}`}, 'admin')`;
+  const claimant = await signedUpUser(t, adminEmail);
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "auth-sync",
+    "sign-up with an unlinked administrator row's email",
+    claimant.token,
+    { action: "update", id: victim.rowId, password: "Pwned-by-signup-1" },
+    [403],
+  );
+
+  const ownerless = `ownerless${tag}@verify.test`;
+  const [row] = await t.sql`insert into public.usuarios (correo)
+                            values (${ownerless}) returning id`;
+  await signedUpUser(t, ownerless);
+  tally.count(category);
+  const sync = await post(t.apiUrl, "auth-sync", {
+    headers: { Authorization: `Bearer ${realAdmin.token}` },
+    body: JSON.stringify({ action: "sync", ids: [Number(row.id)] }),
+  });
+  const [after] = await t.sql`select auth_user_id from public.usuarios
+                              where id = ${row.id}`;
+  tally.check(
+    category,
+    sync.status === 200 && sync.body?.results?.[0]?.status === "unverified" &&
+      after.auth_user_id === null,
+    () => `sync of a squatted row: ${sync.status} ${sync.text.slice(0, 160)}`,
+  );
+
+  const username = `borrowed${tag}`;
+  const [named] = await t.sql`insert into public.usuarios (nombre_usuario)
+                              values (${username}) returning id`;
+  const borrower = await signedUpUser(t, `${username}@anywhere.test`);
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "presence-ping",
+    "sign-up as <username>@anywhere",
+    borrower.token,
+    { state: "online" },
+    [404],
+  );
+  const borrowed = await _presence(t, Number(named.id));
+  tally.check(
+    category,
+    borrowed.ultimo_acceso === null,
+    () => `row "${username}" was written by an outsider`,
   );
 }
 
