@@ -10,7 +10,10 @@ import { delayUnlessAborted } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
-const stack: TestStack = await startTestStack();
+// The username strategies are part of the legacy-shape test below.
+const stack: TestStack = await startTestStack({
+  functionEnv: { USERNAME_MATCH_DOMAINS: "test.local" },
+});
 
 e2eTest(
   "presence-ping: missing environment gives 500 with the missing object",

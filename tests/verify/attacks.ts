@@ -451,7 +451,7 @@ async function _adminImpostors(
     "admin username as local part",
     squatter.token,
     body,
-    [403],
+    [403, 404],
   );
   const upper = await signedInUser(t, {
     email: `${adminName.toUpperCase()}@evil.test`,
@@ -464,7 +464,7 @@ async function _adminImpostors(
     "admin username upper-cased",
     upper.token,
     body,
-    [403],
+    [403, 404],
   );
 
   const listed = t.adminEmails.find((e) => e.startsWith("unconfirmed"));

@@ -606,6 +606,18 @@ export const ODD_EMAILS: readonly string[] = [
 ];
 
 /**
+ * The domains of {@linkcode ODD_EMAILS}, as `USERNAME_MATCH_DOMAINS` for the
+ * stacks these run against: the odd identities matched by the part before
+ * the `@` need their domain listed (the attack suite's outsiders use other
+ * domains, and must still reach no row).
+ */
+export const ODD_EMAIL_DOMAINS: string = [
+  ...new Set(
+    ODD_EMAILS.map((e) => e.slice(e.lastIndexOf("@") + 1).toLowerCase()),
+  ),
+].join(",");
+
+/**
  * presence-ping with odd but valid emails and usernames: each identity the
  * provider accepts gets a row matched by `correo` (in another case) or by
  * its username, pings `rounds` times, and must get 200 with its row.

@@ -19,7 +19,11 @@ import {
   runProviderMidUpdate,
 } from "./auth_sync.ts";
 import { runAttacks } from "./attacks.ts";
-import { runBadInput, runOddIdentities } from "./bad_input.ts";
+import {
+  ODD_EMAIL_DOMAINS,
+  runBadInput,
+  runOddIdentities,
+} from "./bad_input.ts";
 import { runPingLoad } from "./concurrency.ts";
 import { runDbOutage, runProviderFaults } from "./faults.ts";
 import { scanLogs } from "./secrets.ts";
@@ -39,7 +43,10 @@ const stack = await startStack({
   databaseUrl: db?.url,
   signingKey,
   seedIdentities: false,
-  functionEnv: { ADMIN_EMAILS: ADMIN_EMAILS.join(",") },
+  functionEnv: {
+    ADMIN_EMAILS: ADMIN_EMAILS.join(","),
+    USERNAME_MATCH_DOMAINS: ODD_EMAIL_DOMAINS,
+  },
 });
 const secrets = new Secrets();
 secrets.add(stack.dbUrl, signingKey.privateJwk.d, LOCAL_JWT_SECRET);

@@ -38,7 +38,11 @@ import {
   runProviderMidUpdate,
 } from "./auth_sync.ts";
 import { runAttacks } from "./attacks.ts";
-import { runBadInput, runOddIdentities } from "./bad_input.ts";
+import {
+  ODD_EMAIL_DOMAINS,
+  runBadInput,
+  runOddIdentities,
+} from "./bad_input.ts";
 import { runPingLoad } from "./concurrency.ts";
 import { runDbOutage, runProviderFaults } from "./faults.ts";
 import { bannerBlock, scanLogs } from "./secrets.ts";
@@ -118,7 +122,10 @@ try {
       dbUrl,
     ],
     cwd: ROOT,
-    env: { ADMIN_EMAILS: ADMIN_EMAILS.join(",") },
+    env: {
+      ADMIN_EMAILS: ADMIN_EMAILS.join(","),
+      USERNAME_MATCH_DOMAINS: ODD_EMAIL_DOMAINS,
+    },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
