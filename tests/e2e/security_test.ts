@@ -524,6 +524,24 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "security: one normalisation (lower, no trim): a padded correo is matched neither by presence-ping nor by sync",
+  async () => {
+    const u = await stack.createUser();
+    const [r] = await stack.sql`
+      insert into public.usuarios (correo) values (${`  ${u.email.toUpperCase()} `})
+      returning id`;
+    const ping = await invoke(u.client, "presence-ping");
+    assert.equal(ping.status, 404);
+    const sync = await invoke(boss.client, "auth-sync", {
+      body: { action: "sync", ids: [Number(r.id)], dry_run: true },
+    });
+    assert.deepEqual(sync.body.results, [
+      { id: Number(r.id), status: "no_identity", auth_user_id: null },
+    ]);
+  },
+);
+
 // ------------------------------------------------- legacy shape, last
 
 e2eTest(
