@@ -131,6 +131,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       onnotice: () => {},
     });
     cleanups.push(() => sql.end({ timeout: 5 }));
+    // The CLI does not show the migrations' NOTICEs: say here which lookup
+    // indexes had to be plain because the data repeats values.
+    for (const line of await _plainIndexes(sql)) log(line);
     const signingKey = options.signingKey ??
       (dataDir
         ? await loadOrCreateSigningKey(`${dataDir}/signing_key.json`)
@@ -193,6 +196,19 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     await close();
     throw error;
   }
+}
+
+async function _plainIndexes(sql: postgres.Sql): Promise<string[]> {
+  const rows = await sql<{ name: string }[]>`
+    select indexname::text as name from pg_indexes
+    where schemaname = 'public' and tablename = 'usuarios'
+      and indexname in ('usuarios_correo_lower_idx',
+        'usuarios_nombre_usuario_lower_idx', 'usuarios_auth_user_id_idx')
+    order by 1
+  `;
+  return rows.map(({ name }) =>
+    `public.usuarios: "${name}" is a plain index, not a unique one, because rows repeat that value (README, "Adopting an existing project")`
+  );
 }
 
 // The port to serve on: `port` itself, or a free one for 0.
