@@ -51,6 +51,8 @@ interface Shape {
   readonly fix: string;
   /** Whether seed.sql fits the upgraded table (its id has a default). */
   readonly seedable: boolean;
+  /** Whether the legacy table already has `auth_user_id`. */
+  readonly hasAuthUserId: boolean;
 }
 
 const SHAPES: readonly Shape[] = [
@@ -78,6 +80,7 @@ const SHAPES: readonly Shape[] = [
     fix:
       `update public.usuarios set presence_state = 'offline' where presence_state is null or presence_state not in ('online', 'offline')`,
     seedable: true,
+    hasAuthUserId: false,
   },
   {
     name:
@@ -108,6 +111,36 @@ const SHAPES: readonly Shape[] = [
     fix:
       `update public.usuarios set presence_state = lower(presence_state) where presence_state in ('Offline', 'ONLINE')`,
     seedable: false,
+    hasAuthUserId: false,
+  },
+  {
+    name:
+      "identity ids, auth_user_id without unique and repeated, timestamp(0), usernames repeated in case",
+    setup: `
+      create table public.usuarios (
+        id bigint generated always as identity primary key,
+        correo varchar(320),
+        nombre_usuario varchar(64),
+        auth_user_id uuid,
+        rol varchar(20) default 'user',
+        ultimo_acceso timestamp(0),
+        presence_state varchar(10) default 'offline'
+      );
+      insert into public.usuarios (correo, nombre_usuario, auth_user_id, rol, presence_state) values
+        ('flor@legacy.test', 'flor', null, 'user', 'online'),
+        ('gus@legacy.test', 'Gus', '11111111-1111-4111-8111-111111111111', 'user', 'offline'),
+        ('gus2@legacy.test', 'gus', '11111111-1111-4111-8111-111111111111', null, 'offline');
+    `,
+    user: { email: "Flor@Legacy.test", rowId: 1 },
+    indexes: [
+      "usuarios_correo_lower_key",
+      "usuarios_nombre_usuario_lower_idx",
+      "usuarios_auth_user_id_idx",
+    ],
+    blocking: ["11111111-1111-4111-8111-111111111111 (ids 2, 3)"],
+    fix: `update public.usuarios set auth_user_id = null where id = 3`,
+    seedable: true,
+    hasAuthUserId: true,
   },
 ];
 
@@ -286,6 +319,93 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "adopt: on an empty database the first migration creates the table as before, and running it again changes nothing",
+  async () => {
+    const db = await createTestDatabase();
+    const sql = postgres(db.url, {
+      max: 1,
+      prepare: false,
+      onnotice: () => {},
+    });
+    try {
+      await sql.unsafe(FIRST_MIGRATION);
+      const columns = await sql`
+        select column_name, data_type, is_nullable, column_default,
+               is_identity, identity_generation,
+               col_description('public.usuarios'::regclass, ordinal_position)
+                 is not null as commented
+        from information_schema.columns
+        where table_schema = 'public' and table_name = 'usuarios'
+        order by ordinal_position`;
+      const c = (
+        name: string,
+        type: string,
+        nullable: string,
+        def: unknown,
+      ) => ({
+        column_name: name,
+        data_type: type,
+        is_nullable: nullable,
+        column_default: def,
+        is_identity: name === "id" ? "YES" : "NO",
+        identity_generation: name === "id" ? "BY DEFAULT" : null,
+        commented: name !== "id",
+      });
+      assert.deepEqual(columns.map((r) => ({ ...r })), [
+        c("id", "bigint", "NO", null),
+        c("correo", "text", "YES", null),
+        c("nombre_usuario", "text", "YES", null),
+        c("auth_user_id", "uuid", "YES", null),
+        c("rol", "text", "NO", "'usuario'::text"),
+        c("ultimo_acceso", "timestamp with time zone", "YES", null),
+        c("presence_state", "text", "NO", "'offline'::text"),
+        c("last_manual_logout_at", "timestamp with time zone", "YES", null),
+      ]);
+      const constraints = await sql`
+        select conname, contype, pg_get_constraintdef(oid) as def
+        from pg_constraint
+        where conrelid = 'public.usuarios'::regclass and contype <> 'n'
+        order by 1`;
+      assert.deepEqual(constraints.map((r) => [r.conname, r.contype]), [
+        ["usuarios_auth_user_id_key", "u"],
+        ["usuarios_pkey", "p"],
+        ["usuarios_presence_state_check", "c"],
+      ]);
+      assert.match(constraints[2].def, /'online'.*'offline'/);
+      assert.deepEqual(
+        Object.fromEntries(await indexes(sql)),
+        {
+          usuarios_auth_user_id_key: true,
+          usuarios_correo_lower_key: true,
+          usuarios_nombre_usuario_lower_key: true,
+        },
+      );
+      const [table] = await sql`
+        select relrowsecurity,
+               obj_description(oid, 'pg_class') is not null as commented,
+               (select count(*)::int from pg_policies
+                where schemaname = 'public' and tablename = 'usuarios')
+                 as policies
+        from pg_class where oid = 'public.usuarios'::regclass`;
+      assert.deepEqual({ ...table }, {
+        relrowsecurity: true,
+        commented: true,
+        policies: 0,
+      });
+
+      const before = await snapshot(sql);
+      const indexesBefore = await indexes(sql);
+      await sql.unsafe(FIRST_MIGRATION);
+      assert.equal(await snapshot(sql), before);
+      assert.deepEqual(await indexes(sql), indexesBefore);
+    } finally {
+      await sql.end();
+      await db.close();
+    }
+  },
+);
+
 for (const shape of SHAPES) {
   let db: TestDatabase;
   let sql: postgres.Sql;
@@ -408,9 +528,11 @@ for (const shape of SHAPES) {
       const mine = sync.body.results.find((r: { id: number }) =>
         r.id === shape.user.rowId
       );
+      // Without the column the row and the account are in step by email
+      // alone; with it, the row would be linked (not written: dry run).
       assert.deepEqual(mine, {
         id: shape.user.rowId,
-        status: "in_sync",
+        status: shape.hasAuthUserId ? "linked" : "in_sync",
         auth_user_id: user.id,
       });
       for (const r of sync.body.results) assert.equal(typeof r.id, "number");
@@ -419,8 +541,9 @@ for (const shape of SHAPES) {
       assert.equal(sync.body.results.length, rows);
 
       // A username taken in another case is refused; a free one is set.
+      // ::int: postgres.js reads a bigint as a string.
       const [other] = await sql<{ id: number }[]>`
-        select id from public.usuarios order by id desc limit 1`;
+        select id::int as id from public.usuarios order by id desc limit 1`;
       const [taken] = await sql<{ nombre_usuario: string }[]>`
         select nombre_usuario from public.usuarios
         where id = ${shape.user.rowId}`;
@@ -491,8 +614,19 @@ for (const shape of SHAPES) {
       await sql.unsafe(shape.fix);
       const notices = await applyUpgrade(db.url);
       assert.ok(
-        notices.some((n) => n.includes("added auth_user_id uuid")),
+        notices.some((n) =>
+          n.includes(
+            shape.hasAuthUserId
+              ? "auth_user_id is now unique"
+              : "added auth_user_id uuid",
+          )
+        ),
         notices.join("\n"),
+      );
+      // The plain index kept while auth_user_id repeated is replaced.
+      assert.equal(
+        (await indexes(sql)).has("usuarios_auth_user_id_idx"),
+        false,
       );
       const [{ columns }] = await sql`
         select string_agg(column_name || ' ' || data_type, ', '
