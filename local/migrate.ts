@@ -7,6 +7,8 @@
  * @module
  */
 import { fileURLToPath } from "node:url";
+import postgres from "postgres";
+import { StartError } from "./start_error.ts";
 
 /** The project folder that holds `supabase/`. */
 export const PROJECT_DIR = fileURLToPath(new URL("../", import.meta.url));
@@ -27,22 +29,33 @@ export function supabaseCli(): string {
   }
 }
 
+/** Options of {@linkcode pushMigrations}. */
+export interface PushOptions {
+  /** Also apply `supabase/seed.sql` (default true). */
+  includeSeed?: boolean;
+}
+
 /**
- * Pushes migrations and seed to the database at `url`; throws with the
- * CLI's output (credentials removed) when it fails.
+ * Pushes migrations (and, unless told not to, the seed) to the database at
+ * `url`; throws a {@linkcode StartError} naming the refused statement, with
+ * the CLI's whole output (credentials removed) as its `detail`, when it
+ * fails.
  *
  * @example
  * ```ts
  * await pushMigrations("postgresql://postgres:postgres@127.0.0.1:54322/postgres");
  * ```
  */
-export async function pushMigrations(url: string): Promise<string> {
+export async function pushMigrations(
+  url: string,
+  options: PushOptions = {},
+): Promise<string> {
   const { code, stdout, stderr } = await new Deno.Command(supabaseCli(), {
     args: [
       "db",
       "push",
       `--remote=${url}`,
-      "--include-seed",
+      ...(options.includeSeed ?? true ? ["--include-seed"] : []),
       "--yes",
       "--workdir",
       PROJECT_DIR,
@@ -57,8 +70,70 @@ export async function pushMigrations(url: string): Promise<string> {
   const text = new TextDecoder().decode(stdout) +
     new TextDecoder().decode(stderr);
   const output = text.replaceAll(url, "<database>");
-  if (code !== 0) {
-    throw new Error(`Supabase CLI "db push" failed (exit ${code}):\n${output}`);
-  }
+  if (code !== 0) throw _pushError(code, output);
   return output;
+}
+
+/**
+ * Whether the local fixture (the rows of `supabase/seed.sql` and the seeded
+ * identities) belongs in the database at `url`: it does when
+ * `public.usuarios` does not exist yet (the migrations are about to create
+ * it) or when the CLI already applied the seed once (a database the stack
+ * made). A `public.usuarios` that exists without the seed ever applied is
+ * someone's data: an existing project adopted, or one where the migrations
+ * were pushed without the seed. Checked before pushing, so a second start
+ * on an adopted database decides the same.
+ *
+ * @example
+ * ```ts
+ * const seed = await fixtureBelongs(url);
+ * await pushMigrations(url, { includeSeed: seed });
+ * ```
+ */
+export async function fixtureBelongs(url: string): Promise<boolean> {
+  const sql = postgres(url, { max: 1, prepare: false, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ usuarios: boolean; seeded: boolean }[]>`
+      select to_regclass('public.usuarios') is not null as usuarios,
+             to_regclass('supabase_migrations.seed_files') is not null as seeded
+    `;
+    if (!row.usuarios) return true;
+    if (!row.seeded) return false;
+    const [seed] = await sql<{ applied: boolean }[]>`
+      select exists (
+        select 1 from supabase_migrations.seed_files
+        where path = 'supabase/seed.sql'
+      ) as applied
+    `;
+    return seed.applied;
+  } finally {
+    await sql.end();
+  }
+}
+
+// The CLI prints which file it was applying, then the server's error line
+// (`ERROR: ... (SQLSTATE 42703)`); those two say what failed.
+function _pushError(code: number, output: string): StartError {
+  const lines = output.split("\n").map((l) => l.trim());
+  const error = lines.find((l) => l.startsWith("ERROR:"));
+  const file = lines.findLast((l) =>
+    /^(Applying migration|Seeding data from) /.test(l)
+  )?.replace(/^(Applying migration|Seeding data from) /, "").replace(
+    /\.\.\.$/,
+    "",
+  );
+  const seed = file?.endsWith("seed.sql") ?? false;
+  return new StartError(
+    error
+      ? `The database refused ${file ?? "the migrations"}: ${
+        error.replace(/^ERROR:\s*/, "")
+      }`
+      : `Supabase CLI "db push" failed (exit ${code}): ${
+        lines.findLast((l) => l !== "") ?? "no output"
+      }`,
+    seed
+      ? "The fixture needs this project's usuarios columns; start without --seed, or run supabase/upgrades/add_optional_columns.sql first"
+      : 'Fix the table or the data it names (see README "Adopting an existing project"); nothing of that migration was applied',
+    output,
+  );
 }

@@ -20,8 +20,9 @@ import { bootstrapDatabase } from "./db/bootstrap.ts";
 import { startPgliteServer } from "./db/pglite_server.ts";
 import { functionEnv, localFunctions } from "./functions.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
-import { PROJECT_DIR, pushMigrations } from "./migrate.ts";
+import { fixtureBelongs, PROJECT_DIR, pushMigrations } from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
+import { redactUrl, StartError } from "./start_error.ts";
 import { parse as parseToml } from "smol-toml";
 
 /** Settings of {@linkcode startStack}; every one has a default. */
@@ -43,7 +44,14 @@ export interface StackOptions {
    * `[auth.email] enable_confirmations`, false as in `supabase start`).
    */
   emailConfirmations?: boolean;
-  /** Create the seeded identities (default true). */
+  /**
+   * Write the local fixture (rows of `supabase/seed.sql`, seeded
+   * identities). Default: only into a database the stack created, never
+   * into an existing `public.usuarios` ({@linkcode fixtureBelongs}); `true`
+   * writes it anyway, `false` never.
+   */
+  seed?: boolean;
+  /** Create the seeded identities when the fixture is written (default true). */
   seedIdentities?: boolean;
   /** ES256 key to sign access tokens with (default: from dataDir, or new). */
   signingKey?: SigningKey;
@@ -60,6 +68,8 @@ export interface Stack {
   readonly jwtSecret: string;
   /** `"pglite"` or `"postgres"`. */
   readonly database: "pglite" | "postgres";
+  /** Whether the local fixture was written (or kept) in this database. */
+  readonly seeded: boolean;
   /** Stops the gateway, the pools and the database. */
   close(): Promise<void>;
 }
@@ -88,22 +98,37 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
+    // Checked first, so a taken port fails before anything touches a
+    // database; bound for real below.
+    const apiPort = _freeOrFail(host, options.apiPort ?? 54321, "--port");
     let dbUrl = options.databaseUrl;
     let database: Stack["database"] = "postgres";
     if (!dbUrl) {
       if (dataDir) await Deno.mkdir(dataDir, { recursive: true });
+      const dbPort = options.dbPort ?? 54322;
       const server = await startPgliteServer({
         dataDir: dataDir ? `${dataDir}/pglite` : undefined,
         host,
-        port: options.dbPort ?? 54322,
+        port: dbPort,
+      }).catch((error) => {
+        throw _addrInUse(error)
+          ? _portTaken(host, dbPort, "--db-port", error)
+          : error;
       });
       cleanups.push(() => server.close());
       dbUrl = server.url;
       database = "pglite";
       log(`Started PGlite on ${host}:${server.port}`);
     }
-    await bootstrapDatabase(dbUrl);
-    log(await pushMigrations(dbUrl));
+    const seeded = options.seed ??
+      await _reach(dbUrl, () => fixtureBelongs(dbUrl!));
+    await _reach(dbUrl, () => bootstrapDatabase(dbUrl!));
+    log(await pushMigrations(dbUrl, { includeSeed: seeded }));
+    if (!seeded && options.seed === undefined) {
+      log(
+        "public.usuarios existed before this stack: the local fixture (seed rows and identities) was not written; pass --seed to write it",
+      );
+    }
 
     const sql = postgres(dbUrl, {
       max: 4,
@@ -111,17 +136,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       onnotice: () => {},
     });
     cleanups.push(() => sql.end({ timeout: 5 }));
+    // The CLI does not show the migrations' NOTICEs: say here which lookup
+    // indexes had to be plain because the data repeats values.
+    for (const line of await _plainIndexes(sql)) log(line);
     const signingKey = options.signingKey ??
       (dataDir
         ? await loadOrCreateSigningKey(`${dataDir}/signing_key.json`)
         : await generateSigningKey());
 
-    const listener = Deno.listen({
-      hostname: host,
-      port: options.apiPort ?? 54321,
-    });
-    const apiPort = (listener.addr as Deno.NetAddr).port;
-    listener.close();
     const apiUrl = `http://${host}:${apiPort}`;
 
     const config = _authConfig();
@@ -148,17 +170,24 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       functions: localFunctions(env),
       isValidJwt: localJwtCheck(signingKey),
     });
-    const server = Deno.serve(
-      { hostname: host, port: apiPort, onListen: () => {} },
-      gateway,
-    );
+    let server: Deno.HttpServer;
+    try {
+      server = Deno.serve(
+        { hostname: host, port: apiPort, onListen: () => {} },
+        gateway,
+      );
+    } catch (error) {
+      throw _addrInUse(error)
+        ? _portTaken(host, apiPort, "--port", error)
+        : error;
+    }
     cleanups.push(async () => {
       await server.shutdown();
       await closeDatabases(dbUrl);
     });
     log(`Serving the API on ${apiUrl}`);
 
-    if (options.seedIdentities ?? true) {
+    if (seeded && (options.seedIdentities ?? true)) {
       await seedIdentities(apiUrl, LOCAL_SERVICE_ROLE_KEY);
     }
     return {
@@ -168,11 +197,74 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
       jwtSecret: LOCAL_JWT_SECRET,
       database,
+      seeded,
       close,
     };
   } catch (error) {
     await close();
     throw error;
+  }
+}
+
+async function _plainIndexes(sql: postgres.Sql): Promise<string[]> {
+  const rows = await sql<{ name: string }[]>`
+    select indexname::text as name from pg_indexes
+    where schemaname = 'public' and tablename = 'usuarios'
+      and indexname in ('usuarios_correo_lower_idx',
+        'usuarios_nombre_usuario_lower_idx', 'usuarios_auth_user_id_idx')
+    order by 1
+  `;
+  return rows.map(({ name }) =>
+    `public.usuarios: "${name}" is a plain index, not a unique one, because rows repeat that value (README, "Adopting an existing project")`
+  );
+}
+
+// The port to serve on: `port` itself, or a free one for 0.
+function _freeOrFail(host: string, port: number, flag: string): number {
+  try {
+    const listener = Deno.listen({ hostname: host, port });
+    const { port: bound } = listener.addr as Deno.NetAddr;
+    listener.close();
+    return bound;
+  } catch (error) {
+    if (_addrInUse(error)) throw _portTaken(host, port, flag, error);
+    throw error;
+  }
+}
+
+function _addrInUse(error: unknown): boolean {
+  return error instanceof Deno.errors.AddrInUse ||
+    (error as { code?: string })?.code === "EADDRINUSE";
+}
+
+function _portTaken(
+  host: string,
+  port: number,
+  flag: string,
+  cause: unknown,
+): StartError {
+  return new StartError(
+    `Port ${port} on ${host} is already in use`,
+    `Stop what uses it (perhaps another npm start), or pass ${flag} <another port> (0 picks a free one)`,
+    "",
+    { cause },
+  );
+}
+
+// A database that cannot be reached (refused, unknown host, wrong
+// password, no such database) is the person's to fix: say which one.
+async function _reach<T>(url: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof StartError) throw error;
+    const why = error instanceof Error ? error.message : String(error);
+    throw new StartError(
+      `Cannot use the database at ${redactUrl(url)}: ${why}`,
+      "Check --database-url (user, password, host, port, database) and that PostgreSQL is running and accepts connections",
+      "",
+      { cause: error },
+    );
   }
 }
 

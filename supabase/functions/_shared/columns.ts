@@ -10,10 +10,17 @@
  */
 import { isUndefinedColumn, type Sql } from "./db.ts";
 
-/** Presence of the optional columns. */
+/** Presence of the optional columns, and how `ultimo_acceso` is typed. */
 export interface OptionalColumns {
   readonly authUserId: boolean;
   readonly lastManualLogoutAt: boolean;
+  /**
+   * `ultimo_acceso` is `timestamp without time zone` (older deployments):
+   * it then holds UTC wall-clock time, written and read through
+   * `at time zone 'UTC'` so that neither the session's `TimeZone` nor the
+   * function's own time zone shifts it.
+   */
+  readonly ultimoAccesoWithoutTimeZone?: boolean;
 }
 
 const _cache = new WeakMap<Sql, Promise<OptionalColumns>>();
@@ -60,16 +67,18 @@ export async function withColumns<T>(
 }
 
 async function _lookup(sql: Sql): Promise<OptionalColumns> {
-  const rows = await sql<{ column_name: string }[]>`
-    select column_name::text
+  const rows = await sql<{ column_name: string; data_type: string }[]>`
+    select column_name::text, data_type::text
     from information_schema.columns
     where table_schema = 'public'
       and table_name = 'usuarios'
-      and column_name in ('auth_user_id', 'last_manual_logout_at')
+      and column_name in ('auth_user_id', 'last_manual_logout_at', 'ultimo_acceso')
   `;
-  const names = new Set(rows.map((r) => r.column_name));
+  const types = new Map(rows.map((r) => [r.column_name, r.data_type]));
   return {
-    authUserId: names.has("auth_user_id"),
-    lastManualLogoutAt: names.has("last_manual_logout_at"),
+    authUserId: types.has("auth_user_id"),
+    lastManualLogoutAt: types.has("last_manual_logout_at"),
+    ultimoAccesoWithoutTimeZone:
+      types.get("ultimo_acceso") === "timestamp without time zone",
   };
 }

@@ -258,19 +258,29 @@ async function _update(
   options: UpdateOptions,
 ): Promise<PresenceResult> {
   const now = sql`date_trunc('milliseconds', now())`;
+  // A `timestamp without time zone` column holds UTC wall-clock time: the
+  // session's TimeZone must not decide what is stored, nor the function's
+  // time zone what is returned (postgres.js reads such a value as local).
+  const naive = columns.ultimoAccesoWithoutTimeZone ?? false;
+  const nowStored = naive ? sql`(${now} at time zone 'UTC')` : now;
+  const stored = naive
+    ? sql`(u.ultimo_acceso at time zone 'UTC')`
+    : sql`u.ultimo_acceso`;
   const logout = state === "offline" && columns.lastManualLogoutAt
     ? sql`, last_manual_logout_at = ${now}`
     : sql``;
   const interval = options.minWriteIntervalS ?? 0;
   // With the optional setting, a repeat of the stored state within the
   // interval is read instead of written.
+  // coalesce: a null stored state or time is never fresh (an unknown
+  // would skip the write and answer with no time).
   const fresh = interval > 0
-    ? sql`and not (u.presence_state = ${state}
-           and u.ultimo_acceso > now() - make_interval(secs => ${interval}))`
+    ? sql`and not coalesce(u.presence_state = ${state}
+           and ${stored} > now() - make_interval(secs => ${interval}), false)`
     : sql``;
   const kept = interval > 0
     ? sql`union all
-          select u.id, u.ultimo_acceso, u.presence_state
+          select u.id, ${stored}, u.presence_state
           from public.usuarios u join c on u.id = c.id
           where not exists (select 1 from upd)`
     : sql``;
@@ -286,7 +296,7 @@ async function _update(
     c as (${matchCandidate(sql, keys, columns, options.rules)}),
     upd as (
       update public.usuarios u
-      set ultimo_acceso = ${now},
+      set ultimo_acceso = ${nowStored},
           presence_state = ${state}
           ${logout}
       from c
@@ -294,7 +304,7 @@ async function _update(
         ${notLinkedElsewhere(sql, keys, columns)}
         ${guard ? sql`and exists (select 1 from guard)` : sql``}
         ${fresh}
-      returning u.id, u.ultimo_acceso, u.presence_state
+      returning u.id, ${stored} as ultimo_acceso, u.presence_state
     ),
     res as (
       select id, ultimo_acceso, presence_state from upd
