@@ -14,6 +14,7 @@
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import {
+  adminWriteProxy,
   authServerError,
   delayUnlessAborted,
   droppedConnection,
@@ -109,41 +110,11 @@ async function auditRows(targetId: number) {
     from public.auth_sync_audit where target_id = ${targetId} order by id`;
 }
 
-/**
- * A proxy to the stack's API that answers the Auth admin writes
- * (`PUT`/`POST`/`DELETE` under `/auth/v1/admin/users`) itself when
- * `onWrite` returns a response, and forwards everything else. `forward`
- * lets the write through to Auth and gives back Auth's answer.
- */
+/** {@linkcode adminWriteProxy} in front of this file's stack. */
 function authProxy(
-  onWrite: (
-    req: Request,
-    forward: () => Promise<Response>,
-  ) => Promise<Response | null>,
+  onWrite: Parameters<typeof adminWriteProxy>[1],
 ) {
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    async (req) => {
-      const url = new URL(req.url);
-      const forward = () =>
-        fetch(`${stack.apiUrl}${url.pathname}${url.search}`, {
-          method: req.method,
-          headers: req.headers,
-          body: req.body,
-        });
-      if (
-        req.method !== "GET" && url.pathname.startsWith("/auth/v1/admin/users")
-      ) {
-        const answer = await onWrite(req, forward);
-        if (answer) return answer;
-      }
-      return await forward();
-    },
-  );
-  return {
-    url: `http://127.0.0.1:${server.addr.port}`,
-    close: () => server.shutdown(),
-  };
+  return adminWriteProxy(stack.apiUrl, onWrite);
 }
 
 /** Ways a proxy loses Auth's answer to a write it let through. */

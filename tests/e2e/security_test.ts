@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
-import { authServerError } from "../support/faults.ts";
+import { adminWriteProxy, authServerError } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
 import {
   startTestStack,
@@ -69,9 +69,8 @@ async function logLines(work: () => Promise<void>): Promise<string[]> {
 }
 
 /**
- * Functions served against a proxy of the stack's API that lets `onAdminWrite`
- * answer the Auth admin writes (`POST`/`PUT`/`DELETE /auth/v1/admin/users`)
- * after or instead of forwarding them.
+ * Runs `run` against functions served behind {@linkcode adminWriteProxy},
+ * whose `onAdminWrite` answers every Auth admin write.
  */
 async function withAdminWriteProxy(
   onAdminWrite: (
@@ -80,31 +79,16 @@ async function withAdminWriteProxy(
   ) => Promise<Response>,
   run: (apiUrl: string) => Promise<void>,
 ): Promise<void> {
-  const proxy = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    (req) => {
-      const url = new URL(req.url);
-      const forward = () =>
-        fetch(`${stack.apiUrl}${url.pathname}${url.search}`, {
-          method: req.method,
-          headers: req.headers,
-          body: req.body,
-        });
-      if (
-        req.method !== "GET" && url.pathname.startsWith("/auth/v1/admin/users")
-      ) return onAdminWrite(req, forward);
-      return forward();
-    },
-  );
+  const proxy = adminWriteProxy(stack.apiUrl, onAdminWrite);
   const served = await stack.withFunctionEnv({
     ADMIN_EMAILS: BOSS_EMAIL,
-    SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
+    SUPABASE_URL: proxy.url,
   });
   try {
     await run(served.apiUrl);
   } finally {
     await served.close();
-    await proxy.shutdown();
+    await proxy.close();
   }
 }
 

@@ -41,3 +41,42 @@ export function delayUnlessAborted(req: Request, ms: number): Promise<void> {
     });
   });
 }
+
+/**
+ * A loopback proxy to the stack at `apiUrl` that lets `onWrite` answer the
+ * Auth admin writes (`POST`/`PUT`/`DELETE` under `/auth/v1/admin/users`)
+ * itself when it returns a response, and forwards everything else.
+ * `forward` lets the write through to Auth and gives back Auth's answer.
+ * Serve the functions against it with `withFunctionEnv({ SUPABASE_URL })`.
+ */
+export function adminWriteProxy(
+  apiUrl: string,
+  onWrite: (
+    req: Request,
+    forward: () => Promise<Response>,
+  ) => Promise<Response | null>,
+): { url: string; close: () => Promise<void> } {
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req) => {
+      const url = new URL(req.url);
+      const forward = () =>
+        fetch(`${apiUrl}${url.pathname}${url.search}`, {
+          method: req.method,
+          headers: req.headers,
+          body: req.body,
+        });
+      if (
+        req.method !== "GET" && url.pathname.startsWith("/auth/v1/admin/users")
+      ) {
+        const answer = await onWrite(req, forward);
+        if (answer) return answer;
+      }
+      return await forward();
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    close: () => server.shutdown(),
+  };
+}
