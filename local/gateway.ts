@@ -20,7 +20,62 @@ export interface GatewayOptions {
   functions: Record<string, LocalFunction>;
   /** Whether a bearer token is a valid JWT of this project (for `verify_jwt`). */
   isValidJwt: (token: string) => Promise<boolean>;
+  /**
+   * The project's API keys (anon, service_role). When given, `/auth/v1/*`
+   * requires one of them as the `apikey` header or query parameter, as
+   * Supabase's hosted API gateway does ({@linkcode checkApiKey}).
+   */
+  apiKeys?: readonly string[];
 }
+
+// Auth paths the hosted gateway and `supabase start`'s Kong serve without a
+// key: links opened from emails and OAuth redirects, and the public keys
+// that verify tokens.
+const _OPEN_AUTH_PATHS = new Set([
+  "/auth/v1/verify",
+  "/auth/v1/callback",
+  "/auth/v1/authorize",
+  "/auth/v1/.well-known/jwks.json",
+]);
+
+/**
+ * The hosted gateway's answer to an Auth request without a valid `apikey`
+ * (header or query parameter), or `null` when it may pass: 401 `No API key
+ * found in request` when there is none (or it is empty), 401 `Invalid API
+ * key` when it is not one of `keys`. Functions are not checked here: the
+ * gateway lets `/functions/v1/*` through, and a function with `verify_jwt`
+ * checks its bearer token. CORS preflights pass.
+ *
+ * @example
+ * ```ts
+ * checkApiKey(new Request("http://x/auth/v1/user"), [anonKey])?.status; // 401
+ * ```
+ */
+export function checkApiKey(
+  req: Request,
+  keys: readonly string[],
+): Response | null {
+  const url = new URL(req.url);
+  if (req.method === "OPTIONS" || _OPEN_AUTH_PATHS.has(url.pathname)) {
+    return null;
+  }
+  const key = req.headers.get("apikey") ?? url.searchParams.get("apikey");
+  if (!key) {
+    return Response.json({
+      message: "No API key found in request",
+      hint: "No `apikey` request header or url param was found.",
+    }, { status: 401, headers: _CORS });
+  }
+  if (!keys.includes(key)) {
+    return Response.json({
+      message: "Invalid API key",
+      hint: "Double check your Supabase `anon` or `service_role` API key.",
+    }, { status: 401, headers: _CORS });
+  }
+  return null;
+}
+
+const _CORS = { "Access-Control-Allow-Origin": "*" };
 
 const _FUNCTION_PATH = /^\/(?:functions\/v1|api)\/([A-Za-z0-9_-]+)\/?$/;
 
@@ -41,7 +96,8 @@ export function createGateway(
       return Response.json({ ok: true });
     }
     if (pathname === "/auth/v1" || pathname.startsWith("/auth/v1/")) {
-      return await options.auth(req);
+      const refused = options.apiKeys && checkApiKey(req, options.apiKeys);
+      return refused || await options.auth(req);
     }
     const match = _FUNCTION_PATH.exec(pathname);
     if (!match) {

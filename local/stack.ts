@@ -169,6 +169,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       auth,
       functions: localFunctions(env),
       isValidJwt: localJwtCheck(signingKey),
+      apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
     });
     let server: Deno.HttpServer;
     try {

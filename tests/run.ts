@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { ensurePostgres } from "./support/postgres.ts";
+import { testPostgres } from "./support/postgres.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const REPORTS = `${ROOT}.local/test-results`;
@@ -84,9 +84,15 @@ await check("check", [
 await suite("unit", ["supabase/functions"]);
 const dbPaths = ["local", "tests/e2e", "tests/verify"];
 await suite("pglite", dbPaths, { TEST_DATABASE_URL: "" });
-const pg = await ensurePostgres();
+// TEST_DATABASE_URL, or a throw-away cluster of the run's own: the suite
+// never starts, stops or alters a cluster it did not create.
+const pg = await testPostgres();
 if (pg.url !== null) {
-  await suite("postgres", dbPaths, { TEST_DATABASE_URL: pg.url });
+  try {
+    await suite("postgres", dbPaths, { TEST_DATABASE_URL: pg.url });
+  } finally {
+    await pg.close();
+  }
 } else {
   console.log(`\n== postgres: not run (${pg.reason})`);
   outcomes.push({ name: "postgres", passed: 0, failed: 1, note: pg.reason });

@@ -1,13 +1,59 @@
 /**
- * A real PostgreSQL for the test suite: `TEST_DATABASE_URL` when set,
- * otherwise the machine's Debian cluster (`pg_lsclusters`), started and given
- * the password `postgres` when this runs as root.
+ * A real PostgreSQL for the test suite and the benchmark.
+ *
+ * The suite ({@linkcode testPostgres}) uses `TEST_DATABASE_URL` when set,
+ * otherwise a throw-away cluster of its own; it never starts, stops or
+ * alters a cluster it did not create. The benchmark
+ * ({@linkcode ensurePostgres}) measures the machine's own Debian cluster.
  *
  * @module
  */
 import postgres from "postgres";
+import {
+  clusterUnavailable,
+  throwawayCluster,
+} from "../../local/testing/cluster.ts";
 
-/** Connection string of a reachable PostgreSQL, or `null` with the reason. */
+/** A PostgreSQL for the suite, and how to let it go. */
+export type TestPostgres =
+  | { url: string; close(): Promise<void> }
+  | { url: null; reason: string };
+
+/**
+ * `TEST_DATABASE_URL` when set (left as it is at the end), otherwise a
+ * throw-away cluster in a temporary folder, deleted by `close()`.
+ *
+ * @example
+ * ```ts
+ * const pg = await testPostgres();
+ * if (pg.url) {
+ *   // run against pg.url
+ *   await pg.close();
+ * }
+ * ```
+ */
+export async function testPostgres(): Promise<TestPostgres> {
+  const configured = Deno.env.get("TEST_DATABASE_URL");
+  if (configured) return { url: configured, close: async () => {} };
+  const why = clusterUnavailable();
+  if (why) return { url: null, reason: `no TEST_DATABASE_URL and ${why}` };
+  try {
+    const cluster = await throwawayCluster();
+    return { url: cluster.url, close: () => cluster.destroy() };
+  } catch (error) {
+    return {
+      url: null,
+      reason: `no throw-away cluster: ${(error as Error).message}`,
+    };
+  }
+}
+
+/**
+ * For the benchmark, which measures the machine's PostgreSQL:
+ * `TEST_DATABASE_URL` when set, otherwise the machine's Debian cluster
+ * (`pg_lsclusters`), started and given the password `postgres` when this
+ * runs as root. Never used by the test suite.
+ */
 export async function ensurePostgres(): Promise<
   { url: string } | { url: null; reason: string }
 > {

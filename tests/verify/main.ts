@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { generateSigningKey, LOCAL_JWT_SECRET } from "../../local/auth/mod.ts";
 import { SEED_IDENTITIES } from "../../local/fixture.ts";
-import { ensurePostgres } from "../support/postgres.ts";
+import { testPostgres } from "../support/postgres.ts";
 import {
   clusterUnavailable,
   freePort,
@@ -83,12 +83,15 @@ const childLines: string[] = [];
 const tmp = await Deno.makeTempDir({ prefix: "verify-" });
 let child: Deno.ChildProcess | null = null;
 let exitCode = 1;
+let closePg = async () => {};
 try {
-  // The stack's database: a fresh one on the shared PostgreSQL.
-  const pg = await ensurePostgres();
+  // The stack's database: TEST_DATABASE_URL, or a throw-away cluster of the
+  // run's own; a cluster it did not create is never altered.
+  const pg = await testPostgres();
   if (pg.url === null) {
     throw new Error(`no PostgreSQL for the stack: ${pg.reason}`);
   }
+  closePg = pg.close;
   const dbName = `verify_${
     crypto.randomUUID().replaceAll("-", "").slice(0, 12)
   }`;
@@ -316,6 +319,7 @@ try {
     await child.status;
   }
   await Deno.remove(tmp, { recursive: true }).catch(() => {});
+  await closePg().catch(() => {});
 }
 
 const cpu = (await Deno.readTextFile("/proc/cpuinfo").catch(() => ""))
