@@ -122,6 +122,11 @@ Local stack is running (${stack.database}).
         anon key: ${stack.anonKey}
 service_role key: ${stack.serviceRoleKey}
 
+For a shell (the README's examples use these):
+  export API_URL=${stack.apiUrl}
+  export ANON_KEY=${stack.anonKey}
+  export SERVICE_ROLE_KEY=${stack.serviceRoleKey}
+
 ${
   stack.seeded
     ? `Seeded users (email / password):\n${

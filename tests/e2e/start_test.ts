@@ -97,6 +97,32 @@ e2eTest(
         /Applying migration 20261122080000_create_usuarios\.sql/,
       );
 
+      // The README's "Trying it" block, word for word, after the banner's
+      // export lines, as a newcomer pastes them.
+      const exports = out.split("\n").filter((l) =>
+        /^\s*export (API_URL|ANON_KEY|SERVICE_ROLE_KEY)=\S+$/.test(l)
+      );
+      assert.equal(exports.length, 3);
+      const readme = await Deno.readTextFile(
+        new URL("../../README.md", import.meta.url),
+      );
+      const block = /### Trying it\n[\s\S]*?```sh\n([\s\S]*?)```/.exec(
+        readme,
+      )![1];
+      const tried = await new Deno.Command("bash", {
+        args: ["-euo", "pipefail", "-c", `${exports.join("\n")}\n${block}`],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const said = new TextDecoder().decode(tried.stdout);
+      assert.equal(
+        tried.code,
+        0,
+        new TextDecoder().decode(tried.stderr).slice(0, 500),
+      );
+      assert.match(said, /"ok":true/);
+      assert.match(said, /"presence_state":"offline"/);
+
       const ana = SEED_IDENTITIES[0];
       const client = createClient(running.apiUrl, running.anonKey, {
         auth: { persistSession: false, autoRefreshToken: false },
