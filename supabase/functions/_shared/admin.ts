@@ -51,3 +51,27 @@ export function requireAdmin(
   if (strongMatch && isAdminRole(row.rol)) return;
   throw new HttpError("admin_required");
 }
+
+/**
+ * Whether the identity is an administrator, by exactly the rules of
+ * {@linkcode requireAdmin} (which stays the one place they live): for
+ * functions that serve everyone but show administrators more.
+ *
+ * @example
+ * ```ts
+ * const admin = isAdmin(identity, row, env.adminEmails);
+ * ```
+ */
+export function isAdmin(
+  identity: Identity,
+  row: MatchedRow | null,
+  adminEmails: ReadonlySet<string>,
+): boolean {
+  try {
+    requireAdmin(identity, row, adminEmails);
+    return true;
+  } catch (error) {
+    if (error instanceof HttpError) return false;
+    throw error;
+  }
+}

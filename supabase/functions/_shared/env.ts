@@ -45,6 +45,18 @@ export interface FunctionEnv {
    * so an outsider who signs up as `<username>@anywhere` borrows no row.
    */
   readonly usernameMatchDomains: ReadonlySet<string>;
+  /**
+   * `PRESENCE_AWAY_AFTER_S` (default 300, the spec's "a ping every 2 to 5
+   * minutes"): a user stored `online` whose last access is older than this
+   * reads as `away`.
+   */
+  readonly presenceAwayAfterS: number;
+  /**
+   * `PRESENCE_OFFLINE_AFTER_S` (default 900, the spec's "offline after 10 to
+   * 15 minutes"): older than this reads as `offline`. Must be greater than
+   * `PRESENCE_AWAY_AFTER_S`.
+   */
+  readonly presenceOfflineAfterS: number;
 }
 
 /**
@@ -58,6 +70,8 @@ export const FUNCTION_SETTINGS = [
   "PRESENCE_VERIFY",
   "PRESENCE_MIN_WRITE_INTERVAL_S",
   "USERNAME_MATCH_DOMAINS",
+  "PRESENCE_AWAY_AFTER_S",
+  "PRESENCE_OFFLINE_AFTER_S",
 ] as const;
 
 /** The process environment, as the deployed functions read it. */
@@ -81,7 +95,21 @@ const _SETTINGS = {
     }
     return new Set(domains);
   }),
+  PRESENCE_AWAY_AFTER_S: _int(1, 86_400, 300),
+  PRESENCE_OFFLINE_AFTER_S: _int(2, 86_400, 900),
 } as const;
+
+// Settings that only make sense together: `away` must come before `offline`,
+// or no user could ever read as away.
+const _Settings = z.object(_SETTINGS).superRefine((s, ctx) => {
+  if (s.PRESENCE_AWAY_AFTER_S >= s.PRESENCE_OFFLINE_AFTER_S) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["PRESENCE_OFFLINE_AFTER_S"],
+      message: "must be greater than PRESENCE_AWAY_AFTER_S",
+    });
+  }
+});
 
 const _DOMAIN =
   /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
@@ -116,7 +144,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
       },
     });
   }
-  const settings = z.object(_SETTINGS).safeParse(
+  const settings = _Settings.safeParse(
     Object.fromEntries(
       Object.keys(_SETTINGS).map((name) => [
         name,
@@ -142,6 +170,8 @@ export function readEnv(get: EnvSource): FunctionEnv {
     presenceVerify: s.PRESENCE_VERIFY,
     presenceMinWriteIntervalS: s.PRESENCE_MIN_WRITE_INTERVAL_S,
     usernameMatchDomains: s.USERNAME_MATCH_DOMAINS,
+    presenceAwayAfterS: s.PRESENCE_AWAY_AFTER_S,
+    presenceOfflineAfterS: s.PRESENCE_OFFLINE_AFTER_S,
   };
 }
 
