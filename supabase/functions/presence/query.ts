@@ -204,6 +204,22 @@ function _changedSince(sql: Sql, c: CursorState, o: ReadOptions) {
   )`;
 }
 
+/**
+ * A username as a standard user may see it: one that is a full email (the
+ * spec allows it) is cut at its last `@`, so emails reach administrators
+ * only.
+ *
+ * @example
+ * ```ts
+ * withoutDomain("carla@example.com"); // "carla"
+ * ```
+ */
+export function withoutDomain(name: string | null): string | null {
+  if (name === null) return null;
+  const at = name.lastIndexOf("@");
+  return at < 0 ? name : name.slice(0, at);
+}
+
 function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
   const head = rows[0];
   const found = rows.filter((r) => r.id !== null);
@@ -212,7 +228,9 @@ function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
   const users = page.map((r): PresenceUser => {
     const user: Record<string, unknown> = {
       id: Number(r.id),
-      nombre_usuario: r.nombre_usuario,
+      nombre_usuario: o.admin
+        ? r.nombre_usuario
+        : withoutDomain(r.nombre_usuario),
       presence_state: r.presence_state,
       ultimo_acceso: r.ultimo_acceso ? r.ultimo_acceso.toISOString() : null,
       status: r.status,
