@@ -94,7 +94,7 @@ export async function readPresence(
         where a.backend_type in ('client backend', 'standalone backend')
           and a.datname = current_database()
       `,
-      conn<_Row[]>`${_select(conn, columns, options)}`,
+      conn<_Row[]>`${presenceStatement(conn, columns, options)}`,
     ]);
     return _result(horizon[0].h, rows, options);
   } finally {
@@ -132,7 +132,15 @@ export function statusSql(
     else 'offline' end`;
 }
 
-function _select(sql: Sql, columns: OptionalColumns, o: ReadOptions) {
+/**
+ * The statement that reads `usuarios` (the second of a call), for
+ * {@linkcode readPresence} and for `EXPLAIN` in the benchmark.
+ */
+export function presenceStatement(
+  sql: Sql,
+  columns: OptionalColumns,
+  o: ReadOptions,
+): Fragment {
   const status = statusSql(sql, o.awayS, o.offlineS);
   const adminColumns = o.admin
     ? sql`, u.correo, u.rol ${
