@@ -234,21 +234,25 @@ function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
   const more = found.length > o.limit;
   const page = more ? found.slice(0, o.limit) : found;
   const users = page.map((r): PresenceUser => {
-    const user: Record<string, unknown> = {
+    const item: PresenceUser = {
       id: Number(r.id),
       nombre_usuario: o.admin
         ? r.nombre_usuario
         : withoutDomain(r.nombre_usuario),
       presence_state: r.presence_state,
       ultimo_acceso: r.ultimo_acceso ? r.ultimo_acceso.toISOString() : null,
-      status: r.status,
+      status: r.status!,
     };
-    if (o.admin) {
-      user.correo = r.correo ?? null;
-      if ("auth_user_id" in r) user.auth_user_id = r.auth_user_id;
-      user.rol = r.rol ?? null;
-    }
-    return user as unknown as PresenceUser;
+    if (!o.admin) return item;
+    // auth_user_id only where the column exists (it was selected then).
+    return "auth_user_id" in r
+      ? {
+        ...item,
+        correo: r.correo ?? null,
+        auth_user_id: r.auth_user_id ?? null,
+        rol: r.rol ?? null,
+      }
+      : { ...item, correo: r.correo ?? null, rol: r.rol ?? null };
   });
   return {
     serverTime: head.t,
