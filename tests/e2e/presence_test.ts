@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { sealCursor } from "../../supabase/functions/presence/cursor.ts";
+import type { SupabaseClient } from "@supabase/supabase-js";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
@@ -37,9 +38,11 @@ function member(row: Record<string, unknown> = {}) {
   });
 }
 
-function read(client: { functions: unknown }, body?: unknown) {
-  // deno-lint-ignore no-explicit-any
-  return invoke(client as any, "presence", body === undefined ? {} : { body });
+function read(
+  client: SupabaseClient,
+  body?: Record<string, unknown> | unknown[],
+) {
+  return invoke(client, "presence", body === undefined ? {} : { body });
 }
 
 /** A read through the functions served with 1 s / 2 s thresholds. */
@@ -227,7 +230,9 @@ e2eTest(
     const res = await read(u.client, { ids: rows.map(([id]) => id) });
     assert.equal(res.status, 200);
     assert.deepEqual(
-      res.body.users.map((x: { id: number; status: string }) => [
+      res.body.users.map((
+        x: { id: number; presence_state: string; status: string },
+      ) => [
         x.id,
         x.presence_state,
         x.status,
@@ -489,7 +494,7 @@ e2eTest(
     const forgedPayload = btoa(
       JSON.stringify({ v: 1, t: "0", h: "0", s: "1:1:", a: 300, o: 900 }),
     ).replaceAll("=", "");
-    const bodies: [string, unknown, unknown[]][] = [
+    const bodies: [string, Record<string, unknown> | unknown[], unknown[]][] = [
       ["unknown status", { status: ["busy"] }, ["status", 0]],
       ["status not a list", { status: "online" }, ["status"]],
       ["too many ids", {
