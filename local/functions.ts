@@ -9,6 +9,7 @@ import { parse as parseDotenv } from "dotenv";
 import { parse as parseToml } from "smol-toml";
 import { createAuthSync } from "../supabase/functions/auth-sync/handler.ts";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
+import { createPresence } from "../supabase/functions/presence/handler.ts";
 import { createPresencePing } from "../supabase/functions/presence-ping/handler.ts";
 import { LOCAL_ADMIN_EMAILS, LOCAL_USERNAME_MATCH_DOMAINS } from "./fixture.ts";
 import { PROJECT_DIR } from "./migrate.ts";
@@ -84,6 +85,10 @@ export function localFunctions(
     "auth-sync": {
       handler: createAuthSync(get),
       verifyJwt: verify["auth-sync"] ?? true,
+    },
+    presence: {
+      handler: createPresence(get),
+      verifyJwt: verify["presence"] ?? true,
     },
   };
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { isAdminRole, requireAdmin } from "./admin.ts";
+import { isAdmin, isAdminRole, requireAdmin } from "./admin.ts";
 import type { Identity } from "./auth.ts";
 import { HttpError } from "./errors.ts";
 import type { MatchedRow } from "./match_user.ts";
@@ -85,5 +85,21 @@ Deno.test("requireAdmin: no row gives 404, a row without rights 403", () => {
   assert.equal(
     code(() => requireAdmin(ana, row("usuario", "auth_user_id"), new Set())),
     "admin_required",
+  );
+});
+
+Deno.test("isAdmin: true exactly where requireAdmin passes", () => {
+  const boss = new Set(["ana@x.io"]);
+  assert.equal(isAdmin(ana, row("admin", "correo"), new Set()), true);
+  assert.equal(isAdmin(ana, null, boss), true);
+  assert.equal(isAdmin(ana, row("usuario", "correo"), new Set()), false);
+  assert.equal(
+    isAdmin(ana, row("admin", "nombre_usuario_email"), new Set()),
+    false,
+  );
+  assert.equal(isAdmin(ana, null, new Set()), false);
+  assert.equal(
+    isAdmin({ ...ana, emailConfirmed: false }, null, boss),
+    false,
   );
 });

@@ -53,6 +53,18 @@ export interface FunctionEnv {
    * is left to Auth.
    */
   readonly tokenIssuer: string;
+  /**
+   * `PRESENCE_AWAY_AFTER_S` (default 300, the spec's "a ping every 2 to 5
+   * minutes"): a user stored `online` whose last access is older than this
+   * reads as `away`.
+   */
+  readonly presenceAwayAfterS: number;
+  /**
+   * `PRESENCE_OFFLINE_AFTER_S` (default 900, the spec's "offline after 10 to
+   * 15 minutes"): older than this reads as `offline`. Must be greater than
+   * `PRESENCE_AWAY_AFTER_S`.
+   */
+  readonly presenceOfflineAfterS: number;
 }
 
 /**
@@ -67,6 +79,8 @@ export const FUNCTION_SETTINGS = [
   "PRESENCE_MIN_WRITE_INTERVAL_S",
   "USERNAME_MATCH_DOMAINS",
   "PRESENCE_TOKEN_ISSUER",
+  "PRESENCE_AWAY_AFTER_S",
+  "PRESENCE_OFFLINE_AFTER_S",
 ] as const;
 
 /** The process environment, as the deployed functions read it. */
@@ -91,7 +105,21 @@ const _SETTINGS = {
     }
     return new Set(domains);
   }),
+  PRESENCE_AWAY_AFTER_S: _int(1, 86_400, 300),
+  PRESENCE_OFFLINE_AFTER_S: _int(2, 86_400, 900),
 } as const;
+
+// Settings that only make sense together: `away` must come before `offline`,
+// or no user could ever read as away.
+const _Settings = z.object(_SETTINGS).superRefine((s, ctx) => {
+  if (s.PRESENCE_AWAY_AFTER_S >= s.PRESENCE_OFFLINE_AFTER_S) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["PRESENCE_OFFLINE_AFTER_S"],
+      message: "must be greater than PRESENCE_AWAY_AFTER_S",
+    });
+  }
+});
 
 const _DOMAIN =
   /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
@@ -126,7 +154,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
       },
     });
   }
-  const settings = z.object(_SETTINGS).safeParse(
+  const settings = _Settings.safeParse(
     Object.fromEntries(
       Object.keys(_SETTINGS).map((name) => [
         name,
@@ -154,6 +182,8 @@ export function readEnv(get: EnvSource): FunctionEnv {
     usernameMatchDomains: s.USERNAME_MATCH_DOMAINS,
     tokenIssuer: s.PRESENCE_TOKEN_ISSUER ??
       `${supabaseUrl.replace(/\/+$/, "")}/auth/v1`,
+    presenceAwayAfterS: s.PRESENCE_AWAY_AFTER_S,
+    presenceOfflineAfterS: s.PRESENCE_OFFLINE_AFTER_S,
   };
 }
 

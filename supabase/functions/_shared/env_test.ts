@@ -108,3 +108,48 @@ Deno.test("parseAdminEmails: trims, lower-cases and drops empty entries", () => 
   );
   assert.equal(parseAdminEmails(undefined).size, 0);
 });
+
+Deno.test("readEnv: presence thresholds default to 300 s (away) and 900 s (offline)", () => {
+  const env = readEnv(from(full));
+  assert.equal(env.presenceAwayAfterS, 300);
+  assert.equal(env.presenceOfflineAfterS, 900);
+  const set = readEnv(from({
+    ...full,
+    PRESENCE_AWAY_AFTER_S: " 120 ",
+    PRESENCE_OFFLINE_AFTER_S: "600",
+  }));
+  assert.equal(set.presenceAwayAfterS, 120);
+  assert.equal(set.presenceOfflineAfterS, 600);
+});
+
+Deno.test("readEnv: presence thresholds refuse bad values and away >= offline with 500 invalid_env", () => {
+  const invalidOf = (vars: Record<string, string>) => {
+    try {
+      readEnv(from({ ...full, ...vars }));
+    } catch (e) {
+      assert.ok(e instanceof HttpError);
+      assert.equal(e.code, "invalid_env");
+      return Object.keys(e.extra.invalid as object).sort();
+    }
+    assert.fail("accepted");
+  };
+  assert.deepEqual(invalidOf({ PRESENCE_AWAY_AFTER_S: "soon" }), [
+    "PRESENCE_AWAY_AFTER_S",
+  ]);
+  assert.deepEqual(invalidOf({ PRESENCE_OFFLINE_AFTER_S: "0" }), [
+    "PRESENCE_OFFLINE_AFTER_S",
+  ]);
+  assert.deepEqual(invalidOf({ PRESENCE_AWAY_AFTER_S: "1.5" }), [
+    "PRESENCE_AWAY_AFTER_S",
+  ]);
+  assert.deepEqual(
+    invalidOf({
+      PRESENCE_AWAY_AFTER_S: "900",
+      PRESENCE_OFFLINE_AFTER_S: "900",
+    }),
+    ["PRESENCE_OFFLINE_AFTER_S"],
+  );
+  assert.deepEqual(invalidOf({ PRESENCE_AWAY_AFTER_S: "1000" }), [
+    "PRESENCE_OFFLINE_AFTER_S",
+  ]);
+});

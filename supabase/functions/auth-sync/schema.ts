@@ -5,7 +5,7 @@
  * @module
  */
 import { z } from "zod";
-import { HttpError } from "../_shared/errors.ts";
+import { parseBody } from "../_shared/validation.ts";
 
 /** Most rows one `sync` call looks at. */
 export const MAX_SYNC_LIMIT = 500;
@@ -76,12 +76,7 @@ export type UpdateRequest = z.infer<typeof _Update>;
 /** A parsed `sync` body. */
 export type SyncRequest = z.infer<typeof _Sync>;
 
-/** One validation problem, as a 400 body lists it. */
-export interface Issue {
-  /** Where in the body, e.g. `["ids", 2]`; `[]` for the body itself. */
-  readonly path: (string | number)[];
-  readonly message: string;
-}
+export { type Issue, validationFailed } from "../_shared/validation.ts";
 
 /**
  * Parses a JSON body, or throws 400 `validation_failed` with `issues`.
@@ -95,22 +90,5 @@ export interface Issue {
  * ```
  */
 export function parseRequest(body: unknown): AuthSyncRequest {
-  const result = AuthSyncRequest.safeParse(body);
-  if (result.success) return result.data;
-  throw validationFailed(
-    result.error.issues.map((issue) => ({
-      path: issue.path.map((key) =>
-        typeof key === "symbol" ? String(key) : key
-      ),
-      message: issue.message,
-    })),
-  );
-}
-
-/**
- * The 400 `validation_failed` error with these issues; also for rules that
- * need the database to decide (e.g. a password to create an account with).
- */
-export function validationFailed(issues: Issue[]): HttpError {
-  return new HttpError("validation_failed", { extra: { issues } });
+  return parseBody(AuthSyncRequest, body);
 }

@@ -1,0 +1,49 @@
+/**
+ * Request bodies validated with zod at the edge: a parsed, typed value, or
+ * 400 `validation_failed` with the issues. Issues carry a path and zod's
+ * message only, never the value given, so nothing a client sent (a password,
+ * a cursor) is echoed back.
+ *
+ * @module
+ */
+import type { z } from "zod";
+import { HttpError } from "./errors.ts";
+
+/** One validation problem, as a 400 body lists it. */
+export interface Issue {
+  /** Where in the body, e.g. `["ids", 2]`; `[]` for the body itself. */
+  readonly path: (string | number)[];
+  readonly message: string;
+}
+
+/**
+ * The 400 `validation_failed` error with these issues; also for rules that
+ * need more than the schema to decide (the database, a signature).
+ */
+export function validationFailed(issues: Issue[]): HttpError {
+  return new HttpError("validation_failed", { extra: { issues } });
+}
+
+/**
+ * Parses `body` with `schema`, or throws 400 `validation_failed`.
+ *
+ * @example
+ * ```ts
+ * const body = parseBody(z.strictObject({ limit: z.int() }), { limit: 5 });
+ * ```
+ */
+export function parseBody<S extends z.ZodType>(
+  schema: S,
+  body: unknown,
+): z.output<S> {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  throw validationFailed(
+    result.error.issues.map((issue) => ({
+      path: issue.path.map((key) =>
+        typeof key === "symbol" ? String(key) : key
+      ),
+      message: issue.message,
+    })),
+  );
+}

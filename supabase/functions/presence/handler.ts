@@ -1,0 +1,118 @@
+/**
+ * `presence`: who is online, by the database clock (DECISIONS "Reading
+ * presence").
+ *
+ * Checks, in this order: method and environment ({@linkcode createFunction}),
+ * `Authorization`, the token, that the caller has a `usuarios` row or is an
+ * administrator, and only then the body, so that nobody without access
+ * learns anything from validation answers.
+ *
+ * @module
+ */
+import { isAdmin } from "../_shared/admin.ts";
+import { authenticate, bearerToken } from "../_shared/auth.ts";
+import { withColumns } from "../_shared/columns.ts";
+import { database } from "../_shared/db.ts";
+import { denoEnv, type EnvSource } from "../_shared/env.ts";
+import { HttpError, json } from "../_shared/errors.ts";
+import {
+  createFunction,
+  readJsonBody,
+  type RequestContext,
+} from "../_shared/http.ts";
+import { findUsuario, matchRules } from "../_shared/match_user.ts";
+import { type CursorState, openCursor, sealCursor } from "./cursor.ts";
+import { readPresence } from "./query.ts";
+import { parsePresenceRequest } from "./schema.ts";
+
+/**
+ * How old a cursor may be: older ones get a full read flagged `resync`.
+ * Within this age a changes-since answer scans at most this much of the
+ * `ultimo_acceso` index.
+ */
+export const CURSOR_MAX_AGE_S = 3600;
+
+/**
+ * Serves one read (method and environment already checked).
+ *
+ * 200 `{ok, server_time, users, next_after_id, cursor, resync}`.
+ */
+export async function presence(
+  req: Request,
+  ctx: RequestContext,
+): Promise<Response> {
+  const identity = await authenticate(bearerToken(req), ctx.env);
+  const sql = database(ctx.env);
+  const row = await withColumns(
+    sql,
+    (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
+  );
+  const admin = isAdmin(identity, row, ctx.env.adminEmails);
+  if (!row && !admin) throw new HttpError("user_not_found");
+  const body = parsePresenceRequest(await readJsonBody(req));
+  const { presenceAwayAfterS: awayS, presenceOfflineAfterS: offlineS } =
+    ctx.env;
+  let since: CursorState | null = null;
+  let resync = false;
+  if (body.cursor !== undefined) {
+    since = await openCursor(body.cursor, ctx.env.serviceRoleKey);
+    // Statuses computed with other thresholds, or a cursor older than the
+    // lookback, cannot be continued: the answer starts a full read over.
+    if (!isFresh(since, awayS, offlineS, Date.now())) {
+      since = null;
+      resync = true;
+    }
+  }
+  const result = await withColumns(
+    sql,
+    (columns) =>
+      readPresence(sql, columns, {
+        ids: body.ids,
+        status: body.status,
+        afterId: resync ? 0 : body.after_id ?? 0,
+        limit: body.limit,
+        since,
+        admin,
+        awayS,
+        offlineS,
+      }),
+  );
+  return json({
+    ok: true,
+    server_time: result.serverTime.toISOString(),
+    users: result.users,
+    next_after_id: result.nextAfterId,
+    cursor: await sealCursor(result.cursor, ctx.env.serviceRoleKey),
+    resync,
+  });
+}
+
+/**
+ * Whether a changes-since call can continue from this cursor: issued with
+ * the same thresholds, at most {@linkcode CURSOR_MAX_AGE_S} before `nowMs`.
+ */
+export function isFresh(
+  cursor: CursorState,
+  awayS: number,
+  offlineS: number,
+  nowMs: number,
+): boolean {
+  const ageS = (nowMs - Number(cursor.time / 1000n)) / 1000;
+  return cursor.awayS === awayS && cursor.offlineS === offlineS &&
+    ageS <= CURSOR_MAX_AGE_S;
+}
+
+/**
+ * The handler `Deno.serve` takes. `env` defaults to the process environment;
+ * the local gateway and tests pass their own.
+ *
+ * @example
+ * ```ts
+ * Deno.serve(createPresence());
+ * ```
+ */
+export function createPresence(
+  env: EnvSource = denoEnv,
+): (req: Request) => Promise<Response> {
+  return createFunction("presence", env, presence);
+}
