@@ -20,6 +20,8 @@ export interface GatewayOptions {
   functions: Record<string, LocalFunction>;
   /** Whether a bearer token is a valid JWT of this project (for `verify_jwt`). */
   isValidJwt: (token: string) => Promise<boolean>;
+  /** The demo page, for paths under `/demo` (none when absent). */
+  demo?: (req: Request) => Promise<Response>;
 }
 
 const _FUNCTION_PATH = /^\/(?:functions\/v1|api)\/([A-Za-z0-9_-]+)\/?$/;
@@ -42,6 +44,11 @@ export function createGateway(
     }
     if (pathname === "/auth/v1" || pathname.startsWith("/auth/v1/")) {
       return await options.auth(req);
+    }
+    if (
+      options.demo && (pathname === "/demo" || pathname.startsWith("/demo/"))
+    ) {
+      return await options.demo(req);
     }
     const match = _FUNCTION_PATH.exec(pathname);
     if (!match) {
