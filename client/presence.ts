@@ -218,6 +218,10 @@ export class PresenceKit {
   // The last access token seen, for the offline ping after SIGNED_OUT, when
   // the session is already gone.
   #token: string | null = null;
+  // Closed by pagehide, but the page may come back from the back/forward
+  // cache: it resumes when shown.
+  #resumeOnShow = false;
+  #pageListening = false;
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
 
@@ -278,10 +282,14 @@ export class PresenceKit {
     if (this.#running) return;
     this.#running = true;
     this.#failures = 0;
-    this.#unsubscribe.push(
-      this.#page.onVisibilityChange(() => this.#visibilityChanged()),
-      this.#page.onPageHide(() => this.#pageHidden()),
-    );
+    // Once per kit: they stay through stop() and do nothing while stopped.
+    if (!this.#pageListening) {
+      this.#pageListening = true;
+      this.#unsubscribe.push(
+        this.#page.onVisibilityChange(() => this.#visibilityChanged()),
+        this.#page.onPageHide(() => this.#pageHidden()),
+      );
+    }
     if (this.#page.hidden()) {
       this.#setState("paused");
     } else {
@@ -369,6 +377,11 @@ export class PresenceKit {
   }
 
   #visibilityChanged(): void {
+    if (!this.#running && this.#resumeOnShow && !this.#page.hidden()) {
+      this.#resumeOnShow = false;
+      this.#running = true;
+      this.#failures = 0;
+    }
     if (!this.#running) return;
     if (this.#page.hidden()) {
       if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
@@ -386,6 +399,7 @@ export class PresenceKit {
   #pageHidden(): void {
     if (!this.#running || this.#token === null) return;
     this.#halt("stopped");
+    this.#resumeOnShow = true;
     this.#fetch(`${this.#url}/functions/v1/presence-ping`, {
       method: "POST",
       keepalive: true,
@@ -410,6 +424,7 @@ export class PresenceKit {
 
   #halt(state: KitState): void {
     this.#running = false;
+    this.#resumeOnShow = false;
     if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     this.#timer = null;
     // Page listeners belong to start(); the auth listener stays.

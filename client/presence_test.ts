@@ -311,6 +311,41 @@ Deno.test("PresenceKit: pagehide sends offline by keepalive fetch with Authoriza
   assert.equal(kit.state, "stopped");
 });
 
+Deno.test("PresenceKit: a page back from the back/forward cache resumes pinging", async () => {
+  const { clock, page, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  page.close();
+  page.setHidden(true);
+  await clock.advance(600_000);
+  assert.equal(client.pings(), 1);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(client.pings("online"), 2);
+  assert.equal(kit.state, "online");
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: start after stop listens to the page once", async () => {
+  const { clock, page, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  await kit.stop();
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(true);
+  page.setHidden(false);
+  await clock.advance(0);
+  // start, stop's offline, start, and one ping when shown again.
+  assert.deepEqual(client.calls.map((c) => c.body.state), [
+    "online",
+    "offline",
+    "online",
+    "online",
+  ]);
+  kit.dispose();
+});
+
 Deno.test("PresenceKit: 401 JWT expired refreshes the session and retries once", async () => {
   const { clock, client, kit, errors } = setup();
   let n = 0;
