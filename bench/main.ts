@@ -13,7 +13,9 @@
  * 3. runs one open-loop pass at half the peak rate for p99;
  * 4. measures the optional skip-write setting on and off;
  * 5. repeats the concurrency-16 pass with 1,000, 10,000 and 100,000 rows,
- *    with HOT-update counts, EXPLAIN of the update, and a fillfactor trial.
+ *    with HOT-update counts, EXPLAIN of the update, and a fillfactor trial;
+ * 6. drives the presence function (full page, empty changes-since) and
+ *    weighs the ultimo_acceso index against pings (bench/read.ts).
  *
  * It prints a table, writes bench/results/<date>.json and draws
  * bench/results/chart.png (copied to bench/chart.png on full runs).
@@ -41,6 +43,7 @@ import {
   typeNames,
 } from "./pgbench.ts";
 import type { ProxyCounts } from "./pgproxy.ts";
+import { formatReadPass, type ReadPassResults, runReadPass } from "./read.ts";
 import { formatReport } from "./report.ts";
 import { startBareServer, startBenchStack, type Variant } from "./stack.ts";
 import {
@@ -146,6 +149,8 @@ export interface BenchResults {
     | { present: true; intervalS: number; off: PingPass; on: PingPass };
   scale: { rows: number; pass: PingPass }[];
   explain: { rows: number; user: number; plan: string } | null;
+  /** The presence function's read pass (bench/read.ts). */
+  read: ReadPassResults;
   /** The same passes with a larger pool (`DB_POOL_MAX`), to test the pool as a cause. */
   pool: { dbPoolMax: number; concurrency: number; pass: PingPass }[];
   fillfactor:
@@ -504,6 +509,19 @@ async function main(): Promise<void> {
     const explainRows = await _rowCount(sql);
     const plan = await _explain(sql, captured, explainUser);
     const explain = { rows: explainRows, user: explainUser, plan };
+    // 6. The read path, on the largest table (bench/read.ts).
+    const read = await runReadPass({
+      sql,
+      apiUrl: main.apiUrl,
+      tokens: tokens.es256,
+      tokensFile: tokenFiles.es256,
+      useWrk: Boolean(wrk),
+      durationS,
+      warmupS,
+      log,
+      pingPass: () => pingPass(main, "es256", 16),
+      withIndex: scale.at(-1)!.pass,
+    });
     const hot = scale.at(-1)!.pass.perPing.hotPercent ?? 0;
     let fillfactor: BenchResults["fillfactor"];
     if (hot < _HOT_ENOUGH) {
@@ -565,6 +583,7 @@ async function main(): Promise<void> {
       skipWrite,
       scale,
       explain,
+      read,
       pool,
       fillfactor,
       pgbenchScript,
@@ -573,6 +592,7 @@ async function main(): Promise<void> {
     results.targets = _targets(results);
     results.config.functionLogLines = functionLogLines;
     print(formatReport(results));
+    print(`\n${formatReadPass(read)}`);
     print(`\nSQL per ping (captured from the ES256 count):\n${capturedRaw}\n`);
     print(`pgbench script:\n${pgbenchScript}\n`);
 

@@ -203,6 +203,7 @@ async function _forgedTokens(t: Target, admin: User): Promise<_Forged[]> {
 
 /** What a forged request asks each function to do. */
 function _request(fn: FunctionName, victimRowId: number): unknown {
+  if (fn === "presence") return { ids: [victimRowId] };
   return fn === "presence-ping"
     ? { state: "offline" }
     : { action: "update", id: victimRowId, nombre_usuario: "pwned" };
@@ -363,6 +364,9 @@ export async function runAttacks(
   }
 
   await _injection(t, tally, o, victim, injectionTarget);
+  if (o.functions.includes("presence")) {
+    await _presenceReads(t, tally, victim, admin);
+  }
   await _cors(t, tally, o, victim);
 
   const adminAfter = await _presence(t, admin.rowId!);
@@ -722,6 +726,99 @@ async function _injection(
       row.rol !== "admin",
       () => `injection made row ${target.rowId} an admin`,
     );
+  }
+}
+
+/**
+ * The presence read: a standard user's answers hold no email, no
+ * `auth_user_id` and no role, whatever is asked; forged cursors and
+ * injection strings in every member are refused with 400, never a 5xx.
+ */
+async function _presenceReads(
+  t: Target,
+  tally: Tally,
+  victim: User,
+  admin: User,
+): Promise<void> {
+  const read = (token: string, body: unknown) =>
+    post(t.apiUrl, "presence", {
+      headers: {
+        Authorization: `Bearer ${token}`,
+        "Content-Type": "application/json",
+      },
+      body: JSON.stringify(body),
+    });
+  const privacy = "attack: presence read privacy";
+  const linked = new Set(
+    (await t.sql<{ v: string }[]>`
+      select correo as v from public.usuarios where correo is not null
+      union all select auth_user_id::text from public.usuarios
+      where auth_user_id is not null`).map((r) => r.v),
+  );
+  let after: number | null = 0;
+  while (after !== null) {
+    tally.count(privacy);
+    const a = await read(victim.token, { after_id: after, limit: 500 });
+    after = a.status === 200 ? a.body.next_after_id : null;
+    const leaked = a.text.includes("@") || a.text.includes('"rol"') ||
+      [...linked].some((v) => a.text.includes(v));
+    tally.check(
+      privacy,
+      a.status === 200 && !leaked,
+      () => `standard user's page: ${a.status} ${a.text.slice(0, 120)}`,
+    );
+  }
+  tally.count(privacy);
+  const control = await read(admin.token, { ids: [victim.rowId] });
+  tally.check(
+    privacy,
+    control.status === 200 && "correo" in (control.body.users?.[0] ?? {}),
+    () =>
+      `administrator control: ${control.status} ${control.text.slice(0, 120)}`,
+  );
+
+  const forged = "attack: presence forged cursor";
+  const good = (await read(victim.token, {})).body?.cursor as string;
+  const [payload, mac] = (good ?? ".").split(".");
+  const b64 = (x: string) =>
+    btoa(x).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+  const cursors = [
+    `${
+      b64(JSON.stringify({ v: 1, t: "0", h: "0", s: "1:1:", a: 300, o: 900 }))
+    }.${mac}`,
+    `${payload}.${b64("x".repeat(32))}`,
+    `${payload}`,
+    `${payload}.${mac}.${mac}`,
+    ...INJECTIONS.map((inj) => `${b64(inj)}.${mac}`),
+    ...INJECTIONS,
+  ];
+  for (const cursor of cursors) {
+    tally.count(forged);
+    const a = await read(victim.token, { cursor });
+    tally.check(
+      forged,
+      a.status === 400 && a.body?.code === "validation_failed" &&
+        contractProblem(a, t.secrets) === null,
+      () =>
+        `cursor ${JSON.stringify(cursor.slice(0, 40))}: ${a.status} ${
+          a.text.slice(0, 120)
+        }`,
+    );
+  }
+  for (const inj of INJECTIONS) {
+    for (const body of [{ status: [inj] }, { ids: [inj] }, { after_id: inj }]) {
+      tally.count(forged);
+      const a = await read(victim.token, body);
+      tally.check(
+        forged,
+        a.status === 400 && a.body?.code === "validation_failed" &&
+          !a.text.includes(inj.slice(0, 12)),
+        () =>
+          `${JSON.stringify(body).slice(0, 60)}: ${a.status} ${
+            a.text.slice(0, 120)
+          }`,
+      );
+    }
   }
 }
 

@@ -21,7 +21,7 @@ import {
 import { signedInUser, type Target, type User } from "./_target.ts";
 
 /** The functions under test. */
-export type FunctionName = "presence-ping" | "auth-sync";
+export type FunctionName = "presence-ping" | "auth-sync" | "presence";
 
 /** One generated request and what it tries. */
 export interface Generated {
@@ -58,6 +58,15 @@ export const ACCEPTED_CODES: Readonly<Record<FunctionName, readonly string[]>> =
       "username_exists",
       "weak_password",
       "target_busy",
+    ],
+    presence: [
+      "missing_bearer",
+      "invalid_token",
+      "user_not_found",
+      "method_not_allowed",
+      "payload_too_large",
+      "bad_json",
+      "validation_failed",
     ],
   };
 
@@ -315,6 +324,14 @@ const _MUTATIONS: Record<string, _Mutation> = {
       ],
       ["1e999", '{"state":1e999,"id":1e999,"action":"update"}'],
       ["deep state", { state: { a: { b: { c: "offline" } } } }],
+      ["status unknown", { status: ["busy"] }],
+      ["status string", { status: "online" }],
+      ["ids huge", { ids: Array.from({ length: 501 }, (_, i) => i + 1) }],
+      ["ids injection", { ids: ["1) or (1=1"] }],
+      ["cursor junk", { cursor: _randomAscii(rng, 1 + rng.int(300)) }],
+      ["cursor dotted", { cursor: `${_b64url(rng, 80)}.${_b64url(rng, 43)}` }],
+      ["cursor and status", { cursor: "x.y", status: ["online"] }],
+      ["limit huge", { limit: 1e9 }],
     ];
     const [name, value] = rng.pick(shapes);
     d.body = _enc.encode(

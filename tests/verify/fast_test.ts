@@ -26,7 +26,7 @@ import {
 } from "./bad_input.ts";
 import { runPingLoad } from "./concurrency.ts";
 import { runDbOutage, runProviderFaults } from "./faults.ts";
-import { scanLogs } from "./secrets.ts";
+import { cursorKeySecrets, scanLogs } from "./secrets.ts";
 
 const SEED = Number(Deno.env.get("VERIFY_SEED") ?? 20261122);
 const ADMIN_EMAILS = ["jefa@example.com", "unconfirmed-boss@verify.test"];
@@ -50,6 +50,7 @@ const stack = await startStack({
 });
 const secrets = new Secrets();
 secrets.add(stack.dbUrl, signingKey.privateJwk.d, LOCAL_JWT_SECRET);
+secrets.add(...await cursorKeySecrets(stack.serviceRoleKey));
 const t: Target = {
   apiUrl: stack.apiUrl,
   dbUrl: stack.dbUrl,
@@ -120,10 +121,29 @@ e2eTest(
 );
 
 e2eTest(
-  "presence-ping and auth-sync: forged, revoked, impostor and injected requests get nothing",
+  "presence: malformed requests get documented JSON errors, never a 5xx",
+  () =>
+    suite(async (tally) => {
+      const u = await signedInUser(t, { row: { auth_user_id: true } });
+      const v = await signedInUser(t, { row: { auth_user_id: true } });
+      await runBadInput(t, tally, {
+        fn: "presence",
+        count: 500,
+        rng: new Rng(SEED + 3),
+        seed: SEED + 3,
+        tokens: { valid: u.token, other: v.token },
+        safeBody: { ids: [v.rowId] },
+      });
+    }),
+);
+
+e2eTest(
+  "presence-ping, auth-sync and presence: forged, revoked, impostor and injected requests get nothing",
   () =>
     suite((tally) =>
-      runAttacks(t, tally, { functions: ["presence-ping", "auth-sync"] })
+      runAttacks(t, tally, {
+        functions: ["presence-ping", "auth-sync", "presence"],
+      })
     ),
 );
 
@@ -149,11 +169,11 @@ e2eTest(
 );
 
 e2eTest(
-  "presence-ping and auth-sync: a failing identity provider gives 503 with Retry-After within 5 s, never 401",
+  "presence-ping, auth-sync and presence: a failing identity provider gives 503 with Retry-After within 5 s, never 401",
   () =>
     suite((tally) =>
       runProviderFaults(t, tally, {
-        functions: ["presence-ping", "auth-sync"],
+        functions: ["presence-ping", "auth-sync", "presence"],
         faults: ["stopped", "reset", "500", "429", "slow"],
         requests: 2,
       })

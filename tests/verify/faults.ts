@@ -338,10 +338,12 @@ export async function runProviderFaults(
   const bodies: Record<FunctionName, unknown> = {
     "presence-ping": { state: "offline" },
     "auth-sync": { action: "sync", ids: [user.rowId], dry_run: true },
+    presence: { ids: [user.rowId] },
   };
   const tokens: Record<FunctionName, string> = {
     "presence-ping": user.token,
     "auth-sync": admin.token,
+    presence: user.token,
   };
   let slowest = 0;
   await Promise.all(o.faults.map(async (fault) => {

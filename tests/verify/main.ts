@@ -45,7 +45,7 @@ import {
 } from "./bad_input.ts";
 import { runPingLoad } from "./concurrency.ts";
 import { runDbOutage, runProviderFaults } from "./faults.ts";
-import { bannerBlock, scanLogs } from "./secrets.ts";
+import { bannerBlock, cursorKeySecrets, scanLogs } from "./secrets.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const { values } = parseArgs({
@@ -171,6 +171,7 @@ try {
   const anonKey = /anon key: (\S+)/.exec(banner.join("\n"))?.[1] ?? "";
   const serviceRoleKey =
     /service_role key: (\S+)/.exec(banner.join("\n"))?.[1] ?? "";
+  secrets.add(...await cursorKeySecrets(serviceRoleKey));
   const t: Target = {
     apiUrl,
     dbUrl,
@@ -218,19 +219,34 @@ try {
     tokens: { valid: syncAdmin.token, other: pingUser.token },
     safeBody: { action: "sync", ids: [other.rowId], dry_run: true },
   });
+  const pr = await runBadInput(t, tally, {
+    fn: "presence",
+    count: badRequests,
+    rng,
+    seed,
+    tokens: { valid: pingUser.token, other: syncAdmin.token },
+    safeBody: { ids: [other.rowId] },
+  });
   tally.figure(
     "bad input: answered in",
     `${
       ((performance.now() - badStarted) / 1000).toFixed(1)
     } s; refused by the HTTP layer (broken framing): ${
-      pp.refusedByHttp + as.refusedByHttp
+      pp.refusedByHttp + as.refusedByHttp + pr.refusedByHttp
     }`,
   );
   tally.figure(
     "bad input: statuses",
-    [...new Map([...pp.statuses, ...as.statuses].map(([s]) => [s, 0])).keys()]
+    [
+      ...new Map(
+        [...pp.statuses, ...as.statuses, ...pr.statuses].map(([s]) => [s, 0]),
+      ).keys(),
+    ]
       .sort().map((s) =>
-        `${s}: ${(pp.statuses.get(s) ?? 0) + (as.statuses.get(s) ?? 0)}`
+        `${s}: ${
+          (pp.statuses.get(s) ?? 0) + (as.statuses.get(s) ?? 0) +
+          (pr.statuses.get(s) ?? 0)
+        }`
       ).join(", "),
   );
   const odd = await runOddIdentities(t, tally, 3);
@@ -251,7 +267,9 @@ try {
   );
 
   step("attacks");
-  await runAttacks(t, tally, { functions: ["presence-ping", "auth-sync"] });
+  await runAttacks(t, tally, {
+    functions: ["presence-ping", "auth-sync", "presence"],
+  });
 
   step(`concurrency: ${loadUsers} users x 10 pings from 50 clients`);
   await runPingLoad(t, tally, {
@@ -264,7 +282,7 @@ try {
 
   step("identity provider faults");
   await runProviderFaults(t, tally, {
-    functions: ["presence-ping", "auth-sync"],
+    functions: ["presence-ping", "auth-sync", "presence"],
     faults: ["stopped", "reset", "500", "429", "slow"],
     requests: 3,
   });

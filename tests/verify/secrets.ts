@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { cursorKeyBytes } from "../../supabase/functions/presence/cursor.ts";
 import type { Secrets, Tally } from "./_support.ts";
 
 const _BANNER_FIRST = /^Local stack is running/;
@@ -54,4 +55,21 @@ export function scanLogs(
     );
   }
   tally.figure("secrets: distinct non-JWT secrets scanned for", secrets.size);
+}
+
+/**
+ * The presence function's cursor key (derived from the service role key)
+ * in the spellings a log line could carry it: hex, base64 and base64url.
+ */
+export async function cursorKeySecrets(
+  serviceRoleKey: string,
+): Promise<string[]> {
+  const bytes = await cursorKeyBytes(serviceRoleKey);
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  const b64 = btoa(String.fromCharCode(...bytes));
+  const b64url = b64.replaceAll("+", "-").replaceAll("/", "_").replace(
+    /=+$/,
+    "",
+  );
+  return [hex, b64, b64url];
 }

@@ -132,35 +132,43 @@ function _validSnapshot(text: string): boolean {
   return true;
 }
 
+/**
+ * The cursor key's bytes: HMAC-SHA256(service role key, a fixed label). The
+ * service role key itself never signs anything a client sees, and another
+ * purpose would take another label. Exported so that the reliability suite
+ * can look for it in logs, where it must never appear.
+ */
+export async function cursorKeyBytes(secret: string): Promise<Uint8Array> {
+  const base = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(secret),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  return new Uint8Array(
+    await crypto.subtle.sign(
+      "HMAC",
+      base,
+      new TextEncoder().encode("presence changes-since cursor v1"),
+    ),
+  );
+}
+
 const _keys = new Map<string, Promise<CryptoKey>>();
 
-// HMAC(service role key, label) as the cursor key: the key proper never
-// signs anything a client sees, and cursors of another purpose (if any
-// arrive later) get their own label.
 function _key(secret: string): Promise<CryptoKey> {
   let key = _keys.get(secret);
   if (!key) {
-    key = (async () => {
-      const base = await crypto.subtle.importKey(
+    key = cursorKeyBytes(secret).then((bytes) =>
+      crypto.subtle.importKey(
         "raw",
-        new TextEncoder().encode(secret),
-        { name: "HMAC", hash: "SHA-256" },
-        false,
-        ["sign"],
-      );
-      const derived = await crypto.subtle.sign(
-        "HMAC",
-        base,
-        new TextEncoder().encode("presence changes-since cursor v1"),
-      );
-      return await crypto.subtle.importKey(
-        "raw",
-        derived,
+        bytes as Uint8Array<ArrayBuffer>,
         { name: "HMAC", hash: "SHA-256" },
         false,
         ["sign", "verify"],
-      );
-    })();
+      )
+    );
     _keys.set(secret, key);
   }
   return key;

@@ -94,7 +94,7 @@ export async function readPresence(
         where a.backend_type in ('client backend', 'standalone backend')
           and a.datname = current_database()
       `,
-      conn<_Row[]>`${_select(conn, columns, options)}`,
+      conn<_Row[]>`${presenceStatement(conn, columns, options)}`,
     ]);
     return _result(horizon[0].h, rows, options);
   } finally {
@@ -132,7 +132,15 @@ export function statusSql(
     else 'offline' end`;
 }
 
-function _select(sql: Sql, columns: OptionalColumns, o: ReadOptions) {
+/**
+ * The statement that reads `usuarios` (the second of a call), for
+ * {@linkcode readPresence} and for `EXPLAIN` in the benchmark.
+ */
+export function presenceStatement(
+  sql: Sql,
+  columns: OptionalColumns,
+  o: ReadOptions,
+): Fragment {
   const status = statusSql(sql, o.awayS, o.offlineS);
   const adminColumns = o.admin
     ? sql`, u.correo, u.rol ${
@@ -204,25 +212,47 @@ function _changedSince(sql: Sql, c: CursorState, o: ReadOptions) {
   )`;
 }
 
+/**
+ * A username as a standard user may see it: one that is a full email (the
+ * spec allows it) is cut at its last `@`, so emails reach administrators
+ * only.
+ *
+ * @example
+ * ```ts
+ * withoutDomain("carla@example.com"); // "carla"
+ * ```
+ */
+export function withoutDomain(name: string | null): string | null {
+  if (name === null) return null;
+  const at = name.lastIndexOf("@");
+  return at < 0 ? name : name.slice(0, at);
+}
+
 function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
   const head = rows[0];
   const found = rows.filter((r) => r.id !== null);
   const more = found.length > o.limit;
   const page = more ? found.slice(0, o.limit) : found;
   const users = page.map((r): PresenceUser => {
-    const user: Record<string, unknown> = {
+    const item: PresenceUser = {
       id: Number(r.id),
-      nombre_usuario: r.nombre_usuario,
+      nombre_usuario: o.admin
+        ? r.nombre_usuario
+        : withoutDomain(r.nombre_usuario),
       presence_state: r.presence_state,
       ultimo_acceso: r.ultimo_acceso ? r.ultimo_acceso.toISOString() : null,
-      status: r.status,
+      status: r.status!,
     };
-    if (o.admin) {
-      user.correo = r.correo ?? null;
-      if ("auth_user_id" in r) user.auth_user_id = r.auth_user_id;
-      user.rol = r.rol ?? null;
-    }
-    return user as unknown as PresenceUser;
+    if (!o.admin) return item;
+    // auth_user_id only where the column exists (it was selected then).
+    return "auth_user_id" in r
+      ? {
+        ...item,
+        correo: r.correo ?? null,
+        auth_user_id: r.auth_user_id ?? null,
+        rol: r.rol ?? null,
+      }
+      : { ...item, correo: r.correo ?? null, rol: r.rol ?? null };
   });
   return {
     serverTime: head.t,
