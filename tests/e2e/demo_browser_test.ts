@@ -6,7 +6,7 @@
  * down.
  *
  * Needs Debian's chromium (`apt-get install chromium`; `.ci/run` installs
- * it). `DEMO_SCREENSHOT=docs/demo.png` also saves the README's screenshot.
+ * it). The README's screenshot comes from scripts/demo_screenshot.ts.
  */
 import assert from "node:assert/strict";
 import { type Browser, chromium, type Page } from "playwright-core";
@@ -99,8 +99,6 @@ e2eTest(
       await pageB.waitForSelector(userItem(ana.rowId!, "online"), WAIT);
       await pageA.waitForSelector(userItem(ana.rowId!, "online"), WAIT);
       assert.equal(await pageA.textContent("#me-id"), String(ana.rowId));
-      const screenshot = Deno.env.get("DEMO_SCREENSHOT");
-      if (screenshot) await pageA.screenshot({ path: screenshot });
 
       // The page pings on its interval while shown...
       await pageB.waitForFunction(
