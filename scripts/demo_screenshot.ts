@@ -44,8 +44,9 @@ try {
   await signIn("bruno@example.com", "bruno-password");
   const ana = await signIn("ana@example.com", "ana-password");
   await ana.waitForFunction(() =>
-    (globalThis as unknown as { document: Document }).document
-      .querySelectorAll('#users li[data-status="online"]').length >= 2
+    (globalThis as unknown as {
+      document: { querySelectorAll(selector: string): { length: number } };
+    }).document.querySelectorAll('#users li[data-status="online"]').length >= 2
   );
   await ana.screenshot({ path: out, fullPage: true });
   console.log(`Wrote ${out}`);
