@@ -186,7 +186,9 @@ type _Answer = {
 /**
  * Keeps one user's presence fresh and watches everyone's.
  *
- * Never more than one ping in flight, nor more than one watch poll.
+ * Never more than one ping in flight, nor more than one poll per watch. The
+ * one exception is the `pagehide` ping, which cannot wait: the page is
+ * going away.
  */
 export class PresenceKit {
   readonly #client: SupabaseClient;
@@ -336,17 +338,18 @@ export class PresenceKit {
       busy: false,
       failures: 0,
       stopped: false,
+      off: () => {},
     };
     this.#watchers.add(w);
     if (!this.#page.hidden()) void this.#poll(w);
-    const offVisibility = this.#page.onVisibilityChange(() => {
+    w.off = this.#page.onVisibilityChange(() => {
       if (w.stopped) return;
       if (this.#page.hidden()) this.#clearWatch(w);
       else if (!w.busy) void this.#poll(w);
     });
     return () => {
       w.stopped = true;
-      offVisibility();
+      w.off();
       this.#clearWatch(w);
       this.#watchers.delete(w);
     };
@@ -357,6 +360,7 @@ export class PresenceKit {
     this.#halt("stopped");
     for (const w of this.#watchers) {
       w.stopped = true;
+      w.off();
       this.#clearWatch(w);
     }
     this.#watchers.clear();
@@ -366,6 +370,9 @@ export class PresenceKit {
   // ---- pings ------------------------------------------------------------
 
   #tick(): void {
+    // Also called early (page shown again): the pending tick is replaced,
+    // never doubled.
+    if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     this.#timer = null;
     if (!this.#running || this.#page.hidden()) return;
     void this.#enqueue("online", true);
@@ -663,6 +670,8 @@ interface _Watcher {
   busy: boolean;
   failures: number;
   stopped: boolean;
+  /** Removes its visibility listener. */
+  off: () => void;
 }
 
 function _isAnswer(value: unknown): value is _Answer {

@@ -239,6 +239,19 @@ Deno.test("PresenceKit: a hidden page pauses pings and showing it pings at once"
   kit.dispose();
 });
 
+Deno.test("PresenceKit: a repeated visible event replaces the pending tick", async () => {
+  const { clock, page, client, kit } = setup({ jitter: 0 });
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(client.pings(), 2);
+  await clock.advance(180_000);
+  // One chain of ticks, not two.
+  assert.equal(client.pings(), 3);
+  kit.dispose();
+});
+
 Deno.test("PresenceKit: start on a hidden page waits until it is shown", async () => {
   const { clock, page, client, kit } = setup();
   page.isHidden = true;
