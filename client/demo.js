@@ -70,9 +70,13 @@ function start(email) {
   kit.on("error", (e) => {
     // No answer, or a gateway/relay failure: the API is down, not the user.
     if (e.status === 0 || e.status >= 500) apiDown(true);
-    else $("error").textContent = `${e.code}: ${e.message}`;
+    else if (e.code === "user_not_found") {
+      $("notice").textContent =
+        "This account has no row in usuarios, so it has no presence.";
+    } else $("notice").textContent = `${e.code}: ${e.message}`;
   });
   $("me-email").textContent = email;
+  $("notice").textContent = "";
   $("sign-in").hidden = true;
   $("session").hidden = false;
   kit.start();

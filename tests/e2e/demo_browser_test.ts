@@ -187,6 +187,29 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "demo page: an account without a usuarios row is told so",
+  async () => {
+    const nobody = await stack.createUser();
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    try {
+      await page.goto(`${stack.apiUrl}${DEMO_PATH}`);
+      await page.fill('input[name="email"]', nobody.email);
+      await page.fill('input[name="password"]', nobody.password);
+      await page.click('button[type="submit"]');
+      await page.waitForSelector("#me-state:text('not_found')", WAIT);
+      assert.match(
+        (await page.textContent("#notice")) ?? "",
+        /no row in usuarios/,
+      );
+      assert.equal(await page.isVisible("#api-down"), false);
+    } finally {
+      await context.close();
+    }
+  },
+);
+
 e2eTest("demo page: the browser closes", async () => {
   await browser.close();
   assert.equal(browser.isConnected(), false);
