@@ -26,6 +26,8 @@ export interface GatewayOptions {
    * Supabase's hosted API gateway does ({@linkcode checkApiKey}).
    */
   apiKeys?: readonly string[];
+  /** The demo page, for paths under `/demo` (none when absent). */
+  demo?: (req: Request) => Promise<Response>;
 }
 
 // Auth paths the hosted gateway and `supabase start`'s Kong serve without a
@@ -98,6 +100,11 @@ export function createGateway(
     if (pathname === "/auth/v1" || pathname.startsWith("/auth/v1/")) {
       const refused = options.apiKeys && checkApiKey(req, options.apiKeys);
       return refused || await options.auth(req);
+    }
+    if (
+      options.demo && (pathname === "/demo" || pathname.startsWith("/demo/"))
+    ) {
+      return await options.demo(req);
     }
     const match = _FUNCTION_PATH.exec(pathname);
     if (!match) {

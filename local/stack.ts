@@ -19,6 +19,7 @@ import {
 import { bootstrapDatabase } from "./db/bootstrap.ts";
 import { startPgliteServer } from "./db/pglite_server.ts";
 import { functionEnv, localFunctions } from "./functions.ts";
+import { createDemo } from "./demo.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
 import { fixtureBelongs, PROJECT_DIR, pushMigrations } from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
@@ -170,6 +171,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       functions: localFunctions(env),
       isValidJwt: localJwtCheck(signingKey),
       apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
+      demo: createDemo({ anonKey: LOCAL_ANON_KEY }),
     });
     let server: Deno.HttpServer;
     try {

@@ -117,6 +117,7 @@ Local stack is running (${stack.database}).
 
          API URL: ${stack.apiUrl}
    Functions URL: ${stack.apiUrl}/functions/v1
+       Demo page: ${stack.apiUrl}/demo/
           DB URL: ${stack.dbUrl}
       JWT secret: ${stack.jwtSecret}
         anon key: ${stack.anonKey}

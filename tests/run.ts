@@ -80,8 +80,9 @@ await check("check", [
   "tests",
   "bench",
   "scripts",
+  "client",
 ]);
-await suite("unit", ["supabase/functions"]);
+await suite("unit", ["supabase/functions", "client"]);
 const dbPaths = ["local", "tests/e2e", "tests/verify"];
 await suite("pglite", dbPaths, { TEST_DATABASE_URL: "" });
 // TEST_DATABASE_URL, or a throw-away cluster of the run's own: the suite

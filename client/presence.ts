@@ -1,0 +1,685 @@
+/**
+ * The presence client kit: keeps the signed-in user's presence fresh the way
+ * SPEC.md's client guidance asks (a ping every few minutes while the page is
+ * used, `offline` when the user leaves), and watches everyone's status
+ * through the `presence` read API.
+ *
+ * No dependency but the supabase-js client it is given, and of that only
+ * types, so the same file runs in a browser, Deno and Node. Only erasable
+ * TypeScript is used (no enums, namespaces or parameter properties): the
+ * local stack serves this very file to the demo page with its types
+ * stripped (`local/demo.ts`), no bundler needed.
+ *
+ * @example
+ * ```ts
+ * const kit = new PresenceKit(supabase, { url: SUPABASE_URL, anonKey: SUPABASE_ANON_KEY });
+ * kit.on("state", (s) => console.log("presence:", s));
+ * kit.on("error", (e) => console.warn(e.code, e.message));
+ * kit.start();
+ * kit.watch((users) => render([...users.values()]));
+ * // later: await kit.signOut(); // offline, then supabase.auth.signOut()
+ * ```
+ *
+ * @module
+ */
+import type { SupabaseClient } from "@supabase/supabase-js";
+
+/** Time as the kit sees it; tests pass a fake one. */
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Calls `fn` once after `ms` milliseconds; returns a handle. */
+  setTimeout(fn: () => void, ms: number): unknown;
+  /** Cancels a handle of {@linkcode Clock.setTimeout}. */
+  clearTimeout(handle: unknown): void;
+}
+
+/** The real clock. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => globalThis.setTimeout(fn, ms),
+  clearTimeout: (handle) =>
+    globalThis.clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+/**
+ * What the kit needs of the page: whether it is hidden, and its
+ * `visibilitychange` and `pagehide` events. Each `on...` returns a function
+ * that removes the listener.
+ */
+export interface PageLifecycle {
+  hidden(): boolean;
+  onVisibilityChange(fn: () => void): () => void;
+  onPageHide(fn: () => void): () => void;
+}
+
+/**
+ * The browser's page lifecycle (`document.visibilityState`, `pagehide`), or,
+ * where there is no `document` (Deno, Node), a page that is never hidden.
+ */
+export function browserPage(): PageLifecycle {
+  const g = globalThis as unknown as {
+    document?: _EventSource & { visibilityState?: string };
+  } & _EventSource;
+  const doc = g.document;
+  if (!doc || typeof g.addEventListener !== "function") {
+    return {
+      hidden: () => false,
+      onVisibilityChange: () => () => {},
+      onPageHide: () => () => {},
+    };
+  }
+  return {
+    hidden: () => doc.visibilityState === "hidden",
+    onVisibilityChange: (fn) => _listen(doc, "visibilitychange", fn),
+    onPageHide: (fn) => _listen(g, "pagehide", fn),
+  };
+}
+
+interface _EventSource {
+  addEventListener(type: string, fn: () => void): void;
+  removeEventListener(type: string, fn: () => void): void;
+}
+
+function _listen(target: _EventSource, type: string, fn: () => void) {
+  target.addEventListener(type, fn);
+  return () => target.removeEventListener(type, fn);
+}
+
+/** Options of {@linkcode PresenceKit}. */
+export interface PresenceKitOptions {
+  /** The project URL (`SUPABASE_URL`), for the `pagehide` ping. */
+  url: string;
+  /** The anon key, sent as `apikey` by the `pagehide` ping. */
+  anonKey: string;
+  /** Time between pings (default 180 000, 3 minutes; SPEC: 2 to 5). */
+  intervalMs?: number;
+  /** Time between polls of {@linkcode PresenceKit.watch} (default 15 000). */
+  watchIntervalMs?: number;
+  /**
+   * Spread of each wait, as a fraction (default 0.2: ±10 %), so that
+   * clients started together do not ping together.
+   */
+  jitter?: number;
+  /** First wait after a 503 or a network failure (default 1 000). */
+  backoffBaseMs?: number;
+  /** Longest wait after failures (default 300 000). */
+  backoffMaxMs?: number;
+  /** Users per read of the `presence` API (1..500, default 500). */
+  pageSize?: number;
+  clock?: Clock;
+  /** Uniform in [0, 1); defaults to `Math.random`. */
+  random?: () => number;
+  page?: PageLifecycle;
+  /** The `fetch` of the `pagehide` ping (default `globalThis.fetch`). */
+  fetch?: typeof fetch;
+}
+
+/**
+ * Where the kit is: `starting` until the first answer; `online` after a
+ * successful ping; `paused` while the page is hidden; `retrying` while it
+ * waits after a 503 or a network failure; `offline` after an offline ping;
+ * `stopped` after {@linkcode PresenceKit.stop} or sign-out; `not_found`
+ * when the user has no `usuarios` row (pings stop).
+ */
+export type KitState =
+  | "starting"
+  | "online"
+  | "paused"
+  | "retrying"
+  | "offline"
+  | "stopped"
+  | "not_found";
+
+/** A failure the kit reports; it never carries a token. */
+export interface KitError {
+  /** What failed: a ping or a watch poll. */
+  source: "ping" | "watch";
+  /**
+   * The API's `code` (`invalid_token`, `user_not_found`,
+   * `idp_unavailable`, ...), or `network` when no answer came.
+   */
+  code: string;
+  /** HTTP status, or 0 when no answer came. */
+  status: number;
+  message: string;
+  /** When the kit tries again, if it does. */
+  retryInMs?: number;
+}
+
+/** A user as the `presence` read API lists it. */
+export interface PresenceUser {
+  id: number;
+  nombre_usuario: string | null;
+  presence_state: "online" | "offline" | null;
+  ultimo_acceso: string | null;
+  status: "online" | "away" | "offline";
+}
+
+/** The caller's row as presence-ping returns it. */
+export interface PingResult {
+  id: number;
+  ultimo_acceso: string;
+  presence_state: "online" | "offline";
+}
+
+/** Events of {@linkcode PresenceKit.on}. */
+export interface KitEvents {
+  state: KitState;
+  error: KitError;
+  /** Every successful ping, with the state sent. */
+  ping: { state: "online" | "offline"; user: PingResult };
+}
+
+/** The live map {@linkcode PresenceKit.watch} hands to its callback. */
+export type OnPresenceChange = (
+  users: ReadonlyMap<number, PresenceUser>,
+  change: { changed: PresenceUser[]; resync: boolean },
+) => void;
+
+type _Answer = {
+  status: number;
+  body: Record<string, unknown>;
+  retryAfterS: number | null;
+};
+
+/**
+ * Keeps one user's presence fresh and watches everyone's.
+ *
+ * Never more than one ping in flight, nor more than one poll per watch. The
+ * one exception is the `pagehide` ping, which cannot wait: the page is
+ * going away.
+ */
+export class PresenceKit {
+  readonly #client: SupabaseClient;
+  readonly #url: string;
+  readonly #anonKey: string;
+  readonly #intervalMs: number;
+  readonly #watchIntervalMs: number;
+  readonly #jitter: number;
+  readonly #backoffBaseMs: number;
+  readonly #backoffMaxMs: number;
+  readonly #pageSize: number;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #page: PageLifecycle;
+  readonly #fetch: typeof fetch;
+  readonly #listeners: {
+    [K in keyof KitEvents]: Set<(v: KitEvents[K]) => void>;
+  } = {
+    state: new Set(),
+    error: new Set(),
+    ping: new Set(),
+  };
+  #state: KitState = "stopped";
+  #running = false;
+  #timer: unknown = null;
+  #failures = 0;
+  // One ping at a time: each waits for the one before it.
+  #chain: Promise<void> = Promise.resolve();
+  // The last access token seen, for the offline ping after SIGNED_OUT, when
+  // the session is already gone.
+  #token: string | null = null;
+  // Closed by pagehide, but the page may come back from the back/forward
+  // cache: it resumes when shown.
+  #resumeOnShow = false;
+  #pageListening = false;
+  #unsubscribe: Array<() => void> = [];
+  #watchers = new Set<_Watcher>();
+
+  /**
+   * @param client a supabase-js client; the kit signs in with nothing, it
+   * uses the client's session.
+   */
+  constructor(client: SupabaseClient, options: PresenceKitOptions) {
+    this.#client = client;
+    this.#url = options.url.replace(/\/+$/, "");
+    this.#anonKey = options.anonKey;
+    this.#intervalMs = options.intervalMs ?? 180_000;
+    this.#watchIntervalMs = options.watchIntervalMs ?? 15_000;
+    this.#jitter = options.jitter ?? 0.2;
+    this.#backoffBaseMs = options.backoffBaseMs ?? 1_000;
+    this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
+    this.#pageSize = options.pageSize ?? 500;
+    this.#clock = options.clock ?? systemClock;
+    this.#random = options.random ?? Math.random;
+    this.#page = options.page ?? browserPage();
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    const { data } = client.auth.onAuthStateChange((event, session) => {
+      if (session) this.#token = session.access_token;
+      // Not awaited: supabase-js holds its auth lock while it calls back,
+      // and the ping needs that lock for the token.
+      if (event === "SIGNED_OUT") void this.#signedOut();
+    });
+    this.#unsubscribe.push(() => data.subscription.unsubscribe());
+  }
+
+  /** The current state. */
+  get state(): KitState {
+    return this.#state;
+  }
+
+  /**
+   * Listens to an event; returns a function that stops listening.
+   *
+   * @example
+   * ```ts
+   * const off = kit.on("error", (e) => banner(e.code === "network" ? "API down" : e.message));
+   * ```
+   */
+  on<K extends keyof KitEvents>(
+    event: K,
+    fn: (value: KitEvents[K]) => void,
+  ): () => void {
+    this.#listeners[event].add(fn);
+    return () => this.#listeners[event].delete(fn);
+  }
+
+  /**
+   * Pings `online` now (unless the page is hidden) and then every interval;
+   * pauses while the page is hidden and pings as soon as it shows again;
+   * pings `offline` when the page is closed.
+   */
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#failures = 0;
+    // Once per kit: they stay through stop() and do nothing while stopped.
+    if (!this.#pageListening) {
+      this.#pageListening = true;
+      this.#unsubscribe.push(
+        this.#page.onVisibilityChange(() => this.#visibilityChanged()),
+        this.#page.onPageHide(() => this.#pageHidden()),
+      );
+    }
+    if (this.#page.hidden()) {
+      this.#setState("paused");
+    } else {
+      this.#setState("starting");
+      this.#tick();
+    }
+  }
+
+  /**
+   * Stops pinging and watching and pings `offline`; resolves when that
+   * ping has been answered (or has failed, which is reported).
+   */
+  async stop(): Promise<void> {
+    const wasRunning = this.#running;
+    this.#halt("stopped");
+    if (wasRunning) await this.#enqueue("offline", false);
+  }
+
+  /**
+   * Pings `offline`, then signs out with `client.auth.signOut()`: the
+   * order that works, since a signed-out session's token is refused.
+   */
+  async signOut(): Promise<void> {
+    await this.stop();
+    await this.#client.auth.signOut();
+  }
+
+  /**
+   * Polls the `presence` read API's changes-since cursor and keeps a live
+   * map of users by id: deltas are applied, a `resync` answer replaces the
+   * map. Pauses with the page. Returns a function that stops watching.
+   *
+   * @example
+   * ```ts
+   * const unwatch = kit.watch((users, { changed }) => console.log(users.size, changed));
+   * ```
+   */
+  watch(onChange: OnPresenceChange): () => void {
+    const w: _Watcher = {
+      onChange,
+      users: new Map(),
+      cursor: null,
+      timer: null,
+      busy: false,
+      failures: 0,
+      stopped: false,
+      off: () => {},
+    };
+    this.#watchers.add(w);
+    if (!this.#page.hidden()) void this.#poll(w);
+    w.off = this.#page.onVisibilityChange(() => {
+      if (w.stopped) return;
+      if (this.#page.hidden()) this.#clearWatch(w);
+      else if (!w.busy) void this.#poll(w);
+    });
+    return () => {
+      w.stopped = true;
+      w.off();
+      this.#clearWatch(w);
+      this.#watchers.delete(w);
+    };
+  }
+
+  /** Stops everything and lets go of the client's auth listener. */
+  dispose(): void {
+    this.#halt("stopped");
+    for (const w of this.#watchers) {
+      w.stopped = true;
+      w.off();
+      this.#clearWatch(w);
+    }
+    this.#watchers.clear();
+    for (const off of this.#unsubscribe.splice(0)) off();
+  }
+
+  // ---- pings ------------------------------------------------------------
+
+  #tick(): void {
+    // Also called early (page shown again): the pending tick is replaced,
+    // never doubled.
+    if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
+    this.#timer = null;
+    if (!this.#running || this.#page.hidden()) return;
+    void this.#enqueue("online", true);
+  }
+
+  #schedule(ms: number): void {
+    if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
+    this.#timer = this.#clock.setTimeout(() => this.#tick(), ms);
+  }
+
+  #visibilityChanged(): void {
+    if (!this.#running && this.#resumeOnShow && !this.#page.hidden()) {
+      this.#resumeOnShow = false;
+      this.#running = true;
+      this.#failures = 0;
+    }
+    if (!this.#running) return;
+    if (this.#page.hidden()) {
+      if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
+      this.#timer = null;
+      this.#setState("paused");
+    } else {
+      // Shown again: ping at once rather than at the next tick.
+      this.#tick();
+    }
+  }
+
+  // The page is going away: a normal request may be cancelled with it;
+  // `keepalive` lets it outlive the page and, unlike `sendBeacon`, carries
+  // the Authorization header.
+  #pageHidden(): void {
+    if (!this.#running || this.#token === null) return;
+    this.#halt("stopped");
+    this.#resumeOnShow = true;
+    this.#fetch(`${this.#url}/functions/v1/presence-ping`, {
+      method: "POST",
+      keepalive: true,
+      headers: {
+        authorization: `Bearer ${this.#token}`,
+        apikey: this.#anonKey,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ state: "offline" }),
+    }).catch(() => {});
+  }
+
+  async #signedOut(): Promise<void> {
+    if (!this.#running) return;
+    const token = this.#token;
+    this.#halt("stopped");
+    // Best effort: Auth may already have revoked the session the token
+    // belongs to, which is why PresenceKit.signOut pings first.
+    if (token !== null) await this.#enqueue("offline", false, token);
+    this.#token = null;
+  }
+
+  #halt(state: KitState): void {
+    this.#running = false;
+    this.#resumeOnShow = false;
+    if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
+    this.#timer = null;
+    // Page listeners belong to start(); the auth listener stays.
+    this.#setState(state);
+  }
+
+  #enqueue(
+    state: "online" | "offline",
+    scheduled: boolean,
+    token?: string,
+  ): Promise<void> {
+    const run = this.#chain.then(() => this.#ping(state, scheduled, token));
+    this.#chain = run.catch(() => {});
+    return run;
+  }
+
+  async #ping(
+    state: "online" | "offline",
+    scheduled: boolean,
+    token?: string,
+  ): Promise<void> {
+    // A scheduled ping that waited behind another may have been overtaken
+    // by stop() or a hidden page.
+    if (scheduled && (!this.#running || this.#page.hidden())) return;
+    let refreshed = false;
+    for (;;) {
+      let answer: _Answer;
+      try {
+        answer = await this.#invoke("presence-ping", { state }, token);
+      } catch (error) {
+        this.#failed(state, scheduled, {
+          status: 0,
+          body: { code: "network", error: _message(error) },
+          retryAfterS: null,
+        });
+        return;
+      }
+      if (answer.status === 200) {
+        this.#failures = 0;
+        const user = answer.body.user as PingResult;
+        if (state === "online" && scheduled) {
+          this.#setState("online");
+          this.#schedule(this.#spread(this.#intervalMs));
+        } else if (state === "offline") {
+          this.#setState(this.#running ? "offline" : "stopped");
+        }
+        this.#emit("ping", { state, user });
+        return;
+      }
+      if (
+        answer.status === 401 && answer.body.error === "JWT expired" &&
+        !refreshed && token === undefined
+      ) {
+        refreshed = true;
+        const { error } = await this.#client.auth.refreshSession();
+        if (!error) continue;
+      }
+      this.#failed(state, scheduled, answer);
+      return;
+    }
+  }
+
+  #failed(state: string, scheduled: boolean, answer: _Answer): void {
+    const code = String(answer.body.code ?? "http_error");
+    const error: KitError = {
+      source: "ping",
+      code,
+      status: answer.status,
+      message: String(answer.body.error ?? answer.body.message ?? code),
+    };
+    if (answer.status === 404) {
+      this.#halt("not_found");
+      this.#emit("error", error);
+      return;
+    }
+    const transient = answer.status === 0 || answer.status >= 500;
+    if (state === "online" && scheduled && this.#running) {
+      if (transient) {
+        this.#failures++;
+        error.retryInMs = this.#backoff(answer.retryAfterS);
+        this.#setState("retrying");
+      } else {
+        error.retryInMs = this.#spread(this.#intervalMs);
+      }
+      this.#schedule(error.retryInMs);
+    }
+    this.#emit("error", error);
+  }
+
+  // Exponential from backoffBaseMs, never sooner than Retry-After, capped,
+  // with jitter on top so that clients an outage stopped together do not
+  // come back together.
+  #backoff(retryAfterS: number | null): number {
+    const exp = this.#backoffBaseMs * 2 ** Math.min(this.#failures - 1, 30);
+    const floor = retryAfterS === null ? 0 : retryAfterS * 1000;
+    const wait = Math.min(Math.max(exp, floor), this.#backoffMaxMs);
+    return Math.max(
+      Math.round(wait * (1 + this.#jitter * this.#random())),
+      floor,
+    );
+  }
+
+  #spread(ms: number): number {
+    return Math.round(ms * (1 + this.#jitter * (this.#random() - 0.5)));
+  }
+
+  // ---- watching ---------------------------------------------------------
+
+  #clearWatch(w: _Watcher): void {
+    if (w.timer !== null) this.#clock.clearTimeout(w.timer);
+    w.timer = null;
+  }
+
+  async #poll(w: _Watcher): Promise<void> {
+    if (w.stopped || w.busy) return;
+    this.#clearWatch(w);
+    w.busy = true;
+    let wait = this.#spread(this.#watchIntervalMs);
+    try {
+      // A full read (or a changes-since read) may take several pages; the
+      // first page's cursor is the earliest, so keeping it misses nothing.
+      let since = w.cursor;
+      let resync = since === null;
+      let cursor: string | null = null;
+      let afterId: number | null = null;
+      const users: PresenceUser[] = [];
+      do {
+        const body: Record<string, unknown> = { limit: this.#pageSize };
+        if (since !== null) body.cursor = since;
+        if (afterId !== null) body.after_id = afterId;
+        const answer = await this.#invoke("presence", body);
+        if (answer.status !== 200) throw answer;
+        if (cursor === null) {
+          cursor = String(answer.body.cursor);
+          if (answer.body.resync === true) {
+            resync = true;
+            since = null;
+          }
+        }
+        users.push(...(answer.body.users as PresenceUser[]));
+        afterId = answer.body.next_after_id as number | null;
+      } while (afterId !== null && !w.stopped);
+      if (w.stopped) return;
+      if (resync) w.users = new Map();
+      for (const u of users) w.users.set(u.id, u);
+      w.cursor = cursor;
+      w.failures = 0;
+      w.onChange(w.users, { changed: users, resync });
+    } catch (failure) {
+      if (w.stopped) return;
+      const answer: _Answer = _isAnswer(failure) ? failure : {
+        status: 0,
+        body: { code: "network", error: _message(failure) },
+        retryAfterS: null,
+      };
+      w.failures++;
+      if (answer.status === 0 || answer.status >= 500) {
+        const saved = this.#failures;
+        this.#failures = w.failures;
+        wait = this.#backoff(answer.retryAfterS);
+        this.#failures = saved;
+      }
+      this.#emit("error", {
+        source: "watch",
+        code: String(answer.body.code ?? "http_error"),
+        status: answer.status,
+        message: String(answer.body.error ?? answer.body.message ?? ""),
+        retryInMs: wait,
+      });
+    } finally {
+      w.busy = false;
+    }
+    if (!w.stopped && !this.#page.hidden()) {
+      w.timer = this.#clock.setTimeout(() => void this.#poll(w), wait);
+    }
+  }
+
+  // ---- plumbing ---------------------------------------------------------
+
+  // supabase.functions.invoke, as apps call the functions; an error answer
+  // comes back as a value with its status, body and Retry-After. Throws
+  // only when no answer came.
+  async #invoke(
+    name: string,
+    body: Record<string, unknown>,
+    token?: string,
+  ): Promise<_Answer> {
+    const { data, error } = await this.#client.functions.invoke(name, {
+      body,
+      headers: token === undefined
+        ? undefined
+        : { authorization: `Bearer ${token}` },
+    });
+    if (!error) {
+      return { status: 200, body: data ?? {}, retryAfterS: null };
+    }
+    const res = (error as { context?: unknown }).context;
+    if (!(res instanceof Response)) throw error;
+    let parsed: Record<string, unknown> = {};
+    try {
+      const value = await res.json();
+      if (value && typeof value === "object") parsed = value;
+    } catch {
+      // Not JSON (a proxy's page): the status says enough.
+    }
+    const retry = Number(res.headers.get("retry-after"));
+    return {
+      status: res.status,
+      body: parsed,
+      retryAfterS: Number.isFinite(retry) && retry > 0 ? retry : null,
+    };
+  }
+
+  #setState(state: KitState): void {
+    if (state === this.#state) return;
+    this.#state = state;
+    this.#emit("state", state);
+  }
+
+  #emit<K extends keyof KitEvents>(event: K, value: KitEvents[K]): void {
+    for (const fn of this.#listeners[event]) {
+      try {
+        fn(value);
+      } catch {
+        // A listener's bug must not stop the pings.
+      }
+    }
+  }
+}
+
+interface _Watcher {
+  onChange: OnPresenceChange;
+  users: Map<number, PresenceUser>;
+  cursor: string | null;
+  timer: unknown;
+  busy: boolean;
+  failures: number;
+  stopped: boolean;
+  /** Removes its visibility listener. */
+  off: () => void;
+}
+
+function _isAnswer(value: unknown): value is _Answer {
+  return typeof value === "object" && value !== null && "status" in value &&
+    "body" in value;
+}
+
+// Only the message: an error object from fetch may hold the request.
+function _message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

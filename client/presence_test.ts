@@ -1,0 +1,626 @@
+/**
+ * Unit tests of the client kit with a fake clock, a fake page and a fake
+ * supabase-js client whose answers each test scripts.
+ */
+import assert from "node:assert/strict";
+import type { SupabaseClient } from "@supabase/supabase-js";
+import {
+  type Clock,
+  type KitError,
+  type KitState,
+  type PageLifecycle,
+  PresenceKit,
+  type PresenceKitOptions,
+  type PresenceUser,
+} from "./presence.ts";
+
+const TOKEN = "eyJ.secret-token.sig";
+
+class FakeClock implements Clock {
+  time = 0;
+  #timers = new Map<number, { at: number; fn: () => void }>();
+  #next = 1;
+  /** Every delay asked for, in order. */
+  delays: number[] = [];
+  now() {
+    return this.time;
+  }
+  setTimeout(fn: () => void, ms: number) {
+    this.delays.push(ms);
+    const id = this.#next++;
+    this.#timers.set(id, { at: this.time + ms, fn });
+    return id;
+  }
+  clearTimeout(handle: unknown) {
+    this.#timers.delete(handle as number);
+  }
+  get pending() {
+    return this.#timers.size;
+  }
+  /** Moves time forward, firing due timers in order and letting promises settle. */
+  async advance(ms: number) {
+    const end = this.time + ms;
+    for (;;) {
+      await settle();
+      const due = [...this.#timers].filter(([, t]) => t.at <= end)
+        .sort((a, b) => a[1].at - b[1].at)[0];
+      if (!due) break;
+      this.#timers.delete(due[0]);
+      this.time = due[1].at;
+      due[1].fn();
+    }
+    this.time = end;
+    await settle();
+  }
+}
+
+async function settle() {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 0));
+}
+
+class FakePage implements PageLifecycle {
+  isHidden = false;
+  #visibility = new Set<() => void>();
+  #pagehide = new Set<() => void>();
+  hidden() {
+    return this.isHidden;
+  }
+  onVisibilityChange(fn: () => void) {
+    this.#visibility.add(fn);
+    return () => this.#visibility.delete(fn);
+  }
+  onPageHide(fn: () => void) {
+    this.#pagehide.add(fn);
+    return () => this.#pagehide.delete(fn);
+  }
+  setHidden(hidden: boolean) {
+    this.isHidden = hidden;
+    for (const fn of this.#visibility) fn();
+  }
+  close() {
+    for (const fn of this.#pagehide) fn();
+  }
+}
+
+type Reply = {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+};
+interface Call {
+  name: string;
+  body: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+/** A supabase-js client whose function answers come from `reply`. */
+class FakeClient {
+  calls: Call[] = [];
+  inFlight = 0;
+  maxInFlight = 0;
+  refreshes = 0;
+  signOuts = 0;
+  refreshFails = false;
+  #auth: ((event: string, session: unknown) => void) | null = null;
+  reply: (call: Call) => Reply | Promise<Reply> = () => ({
+    status: 200,
+    body: _pingBody("online"),
+  });
+  readonly auth = {
+    onAuthStateChange: (fn: (event: string, session: unknown) => void) => {
+      this.#auth = fn;
+      fn("INITIAL_SESSION", { access_token: TOKEN });
+      return { data: { subscription: { unsubscribe: () => {} } } };
+    },
+    refreshSession: () => {
+      this.refreshes++;
+      return Promise.resolve({
+        error: this.refreshFails ? new Error("x") : null,
+      });
+    },
+    signOut: () => {
+      this.signOuts++;
+      this.#auth?.("SIGNED_OUT", null);
+      return Promise.resolve({ error: null });
+    },
+  };
+  readonly functions = {
+    invoke: async (
+      name: string,
+      opts: { body: Record<string, unknown>; headers?: Record<string, string> },
+    ) => {
+      const call = { name, body: opts.body, headers: opts.headers };
+      this.calls.push(call);
+      this.inFlight++;
+      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+      try {
+        const r = await this.reply(call);
+        if (r.status === 200) return { data: r.body, error: null };
+        if (r.status === 0) {
+          return { data: null, error: new Error("Failed to send a request") };
+        }
+        return {
+          data: null,
+          error: {
+            name: "FunctionsHttpError",
+            context: new Response(JSON.stringify(r.body), {
+              status: r.status,
+              headers: r.headers,
+            }),
+          },
+        };
+      } finally {
+        this.inFlight--;
+      }
+    },
+  };
+  emitAuth(event: string, session: unknown) {
+    this.#auth?.(event, session);
+  }
+  pings(state?: string) {
+    return this.calls.filter((c) =>
+      c.name === "presence-ping" && (!state || c.body.state === state)
+    ).length;
+  }
+}
+
+function _pingBody(state: string) {
+  return {
+    ok: true,
+    user: {
+      id: 1,
+      ultimo_acceso: "2026-11-22T10:00:00.000Z",
+      presence_state: state,
+    },
+  };
+}
+
+function setup(options: Partial<PresenceKitOptions> = {}) {
+  const clock = new FakeClock();
+  const page = new FakePage();
+  const client = new FakeClient();
+  const fetches: { url: string; init: RequestInit }[] = [];
+  const kit = new PresenceKit(client as unknown as SupabaseClient, {
+    url: "http://api.test/",
+    anonKey: "anon-key",
+    intervalMs: 180_000,
+    clock,
+    page,
+    random: () => 0.5,
+    fetch: (url, init) => {
+      fetches.push({ url: String(url), init: init ?? {} });
+      return Promise.resolve(new Response("{}"));
+    },
+    ...options,
+  });
+  const states: KitState[] = [];
+  const errors: KitError[] = [];
+  kit.on("state", (s) => states.push(s));
+  kit.on("error", (e) => errors.push(e));
+  return { clock, page, client, kit, states, errors, fetches };
+}
+
+Deno.test("PresenceKit: start pings online at once and then every interval", async () => {
+  const { clock, client, kit, states } = setup();
+  kit.start();
+  await clock.advance(0);
+  assert.equal(client.pings("online"), 1);
+  assert.equal(kit.state, "online");
+  await clock.advance(179_999);
+  assert.equal(client.pings("online"), 1);
+  await clock.advance(1);
+  assert.equal(client.pings("online"), 2);
+  assert.deepEqual(states, ["starting", "online"]);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: the interval is spread by the jitter fraction", async () => {
+  for (const [random, expected] of [[0, 162_000], [0.999, 197_964]]) {
+    const { clock, kit } = setup({ random: () => random, jitter: 0.2 });
+    kit.start();
+    await clock.advance(0);
+    assert.deepEqual(clock.delays, [expected]);
+    kit.dispose();
+  }
+});
+
+Deno.test("PresenceKit: a hidden page pauses pings and showing it pings at once", async () => {
+  const { clock, page, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(true);
+  assert.equal(kit.state, "paused");
+  await clock.advance(3_600_000);
+  assert.equal(client.pings(), 1);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(client.pings("online"), 2);
+  assert.equal(kit.state, "online");
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: a repeated visible event replaces the pending tick", async () => {
+  const { clock, page, client, kit } = setup({ jitter: 0 });
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(client.pings(), 2);
+  await clock.advance(180_000);
+  // One chain of ticks, not two.
+  assert.equal(client.pings(), 3);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: start on a hidden page waits until it is shown", async () => {
+  const { clock, page, client, kit } = setup();
+  page.isHidden = true;
+  kit.start();
+  await clock.advance(600_000);
+  assert.equal(client.pings(), 0);
+  assert.equal(kit.state, "paused");
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(client.pings("online"), 1);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: stop pings offline and no further pings follow", async () => {
+  const { clock, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  await kit.stop();
+  assert.equal(client.pings("offline"), 1);
+  assert.equal(kit.state, "stopped");
+  assert.equal(clock.pending, 0);
+  await clock.advance(3_600_000);
+  assert.equal(client.pings(), 2);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: signOut pings offline before supabase.auth.signOut", async () => {
+  const { clock, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  await kit.signOut();
+  assert.equal(client.signOuts, 1);
+  assert.deepEqual(client.calls.map((c) => c.body.state), [
+    "online",
+    "offline",
+  ]);
+  // The offline ping went with the session, not a kept token.
+  assert.equal(client.calls[1].headers, undefined);
+});
+
+Deno.test("PresenceKit: SIGNED_OUT sends offline with the last access token", async () => {
+  const { clock, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  client.emitAuth("TOKEN_REFRESHED", { access_token: "eyJ.newer.sig" });
+  client.emitAuth("SIGNED_OUT", null);
+  await clock.advance(0);
+  const last = client.calls.at(-1)!;
+  assert.equal(last.body.state, "offline");
+  assert.deepEqual(last.headers, { authorization: "Bearer eyJ.newer.sig" });
+  assert.equal(kit.state, "stopped");
+  assert.equal(clock.pending, 0);
+});
+
+Deno.test("PresenceKit: pagehide sends offline by keepalive fetch with Authorization and apikey", async () => {
+  const { clock, page, kit, fetches } = setup();
+  kit.start();
+  await clock.advance(0);
+  page.close();
+  assert.equal(fetches.length, 1);
+  assert.equal(fetches[0].url, "http://api.test/functions/v1/presence-ping");
+  assert.equal(fetches[0].init.keepalive, true);
+  assert.equal(fetches[0].init.method, "POST");
+  assert.deepEqual(fetches[0].init.headers, {
+    authorization: `Bearer ${TOKEN}`,
+    apikey: "anon-key",
+    "content-type": "application/json",
+  });
+  assert.equal(fetches[0].init.body, '{"state":"offline"}');
+  assert.equal(kit.state, "stopped");
+});
+
+Deno.test("PresenceKit: a page back from the back/forward cache resumes pinging", async () => {
+  const { clock, page, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  page.close();
+  page.setHidden(true);
+  await clock.advance(600_000);
+  assert.equal(client.pings(), 1);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(client.pings("online"), 2);
+  assert.equal(kit.state, "online");
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: start after stop listens to the page once", async () => {
+  const { clock, page, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  await kit.stop();
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(true);
+  page.setHidden(false);
+  await clock.advance(0);
+  // start, stop's offline, start, and one ping when shown again.
+  assert.deepEqual(client.calls.map((c) => c.body.state), [
+    "online",
+    "offline",
+    "online",
+    "online",
+  ]);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: 401 JWT expired refreshes the session and retries once", async () => {
+  const { clock, client, kit, errors } = setup();
+  let n = 0;
+  client.reply = () =>
+    n++ === 0
+      ? { status: 401, body: { code: "invalid_token", error: "JWT expired" } }
+      : { status: 200, body: _pingBody("online") };
+  kit.start();
+  await clock.advance(0);
+  assert.equal(client.refreshes, 1);
+  assert.equal(client.pings("online"), 2);
+  assert.equal(kit.state, "online");
+  assert.deepEqual(errors, []);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: a second 401 JWT expired is reported, not retried again", async () => {
+  const { clock, client, kit, errors } = setup();
+  client.reply = () => ({
+    status: 401,
+    body: { code: "invalid_token", error: "JWT expired" },
+  });
+  kit.start();
+  await clock.advance(0);
+  assert.equal(client.refreshes, 1);
+  assert.equal(client.pings(), 2);
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].code, "invalid_token");
+  assert.equal(errors[0].status, 401);
+  assert.equal(errors[0].retryInMs, 180_000);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: 503 waits for Retry-After, then backs off exponentially with jitter", async () => {
+  const { clock, client, kit, errors, states } = setup({
+    random: () => 0.5,
+    jitter: 0.2,
+    backoffBaseMs: 1_000,
+  });
+  let n = 0;
+  client.reply = () =>
+    n++ < 6
+      ? {
+        status: 503,
+        body: { code: "idp_unavailable", error: "down" },
+        headers: { "retry-after": "5" },
+      }
+      : { status: 200, body: _pingBody("online") };
+  kit.start();
+  await clock.advance(0);
+  assert.equal(kit.state, "retrying");
+  // max(Retry-After 5 s, 1 s·2^(n-1)) × (1 + 0.2·0.5).
+  await clock.advance(200_000);
+  assert.deepEqual(errors.map((e) => e.retryInMs), [
+    5_500,
+    5_500,
+    5_500,
+    8_800,
+    17_600,
+    35_200,
+  ]);
+  assert.ok(errors.every((e) => e.code === "idp_unavailable"));
+  assert.equal(client.pings(), 7);
+  assert.equal(kit.state, "online");
+  assert.deepEqual(states, ["starting", "retrying", "online"]);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: backoff is capped at backoffMaxMs", async () => {
+  const { clock, client, kit, errors } = setup({
+    backoffMaxMs: 10_000,
+    jitter: 0,
+  });
+  client.reply = () => ({ status: 0, body: null });
+  kit.start();
+  await clock.advance(100_000);
+  assert.ok(errors.length > 5);
+  assert.equal(errors.at(-1)!.retryInMs, 10_000);
+  assert.equal(errors.at(-1)!.code, "network");
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: 404 stops pinging and reports user_not_found", async () => {
+  const { clock, client, kit, errors } = setup();
+  client.reply = () => ({
+    status: 404,
+    body: { code: "user_not_found", error: "Usuario no encontrado" },
+  });
+  kit.start();
+  await clock.advance(3_600_000);
+  assert.equal(client.pings(), 1);
+  assert.equal(kit.state, "not_found");
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].code, "user_not_found");
+  assert.equal(errors[0].retryInMs, undefined);
+});
+
+Deno.test("PresenceKit: never more than one ping in flight", async () => {
+  const { clock, client, kit, page } = setup();
+  let release: () => void = () => {};
+  client.reply = () =>
+    new Promise((resolve) => {
+      release = () => resolve({ status: 200, body: _pingBody("online") });
+    });
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(true);
+  page.setHidden(false);
+  const stopped = kit.stop();
+  await clock.advance(0);
+  assert.equal(client.inFlight, 1);
+  release();
+  await clock.advance(0);
+  release();
+  await stopped;
+  assert.equal(client.maxInFlight, 1);
+  assert.equal(client.pings("offline"), 1);
+});
+
+Deno.test("PresenceKit: never logs, and its errors never carry the token", async () => {
+  const logged: unknown[] = [];
+  const saved = { ...console };
+  for (const m of ["log", "info", "warn", "error", "debug"] as const) {
+    console[m] = (...args: unknown[]) => logged.push(args);
+  }
+  try {
+    const { clock, client, kit, errors } = setup();
+    client.reply = () => ({ status: 0, body: null });
+    kit.start();
+    await clock.advance(0);
+    client.emitAuth("SIGNED_OUT", null);
+    await clock.advance(0);
+    assert.equal(errors.length, 2);
+    assert.ok(!JSON.stringify(errors).includes("secret-token"));
+  } finally {
+    Object.assign(console, saved);
+  }
+  assert.deepEqual(logged, []);
+});
+
+function user(id: number, status: PresenceUser["status"]): PresenceUser {
+  return {
+    id,
+    nombre_usuario: `u${id}`,
+    presence_state: status === "offline" ? "offline" : "online",
+    ultimo_acceso: "2026-11-22T10:00:00.000Z",
+    status,
+  };
+}
+
+Deno.test("PresenceKit.watch: follows pages, applies deltas, and replaces the map on resync", async () => {
+  const { clock, client, kit } = setup({ watchIntervalMs: 10_000 });
+  const answers = [
+    {
+      users: [user(1, "online")],
+      next_after_id: 1,
+      cursor: "c1",
+      resync: false,
+    },
+    {
+      users: [user(2, "away")],
+      next_after_id: null,
+      cursor: "c1b",
+      resync: false,
+    },
+    {
+      users: [user(2, "offline")],
+      next_after_id: null,
+      cursor: "c2",
+      resync: false,
+    },
+    {
+      users: [user(3, "online")],
+      next_after_id: null,
+      cursor: "c3",
+      resync: true,
+    },
+  ];
+  client.reply = () => ({
+    status: 200,
+    body: { ok: true, ...answers.shift() },
+  });
+  const seen: Array<{ map: Record<number, string>; resync: boolean }> = [];
+  const unwatch = kit.watch((users, { resync }) =>
+    seen.push({
+      map: Object.fromEntries([...users].map(([id, u]) => [id, u.status])),
+      resync,
+    })
+  );
+  await clock.advance(0);
+  await clock.advance(10_000);
+  await clock.advance(10_000);
+  unwatch();
+  assert.deepEqual(seen, [
+    { map: { 1: "online", 2: "away" }, resync: true },
+    { map: { 1: "online", 2: "offline" }, resync: false },
+    { map: { 3: "online" }, resync: true },
+  ]);
+  assert.deepEqual(client.calls.map((c) => c.body), [
+    { limit: 500 },
+    { limit: 500, after_id: 1 },
+    // The first page's cursor: the earliest, so nothing is missed.
+    { limit: 500, cursor: "c1" },
+    { limit: 500, cursor: "c2" },
+  ]);
+  await clock.advance(60_000);
+  assert.equal(client.calls.length, 4);
+});
+
+Deno.test("PresenceKit.watch: a failed poll is reported and retried without losing the map", async () => {
+  const { clock, client, kit, errors } = setup({
+    watchIntervalMs: 10_000,
+    jitter: 0,
+  });
+  let n = 0;
+  client.reply = () => {
+    n++;
+    if (n === 2) return { status: 0, body: null };
+    return {
+      status: 200,
+      body: {
+        ok: true,
+        users: n === 1 ? [user(1, "online")] : [],
+        next_after_id: null,
+        cursor: `c${n}`,
+        resync: false,
+      },
+    };
+  };
+  const sizes: number[] = [];
+  const unwatch = kit.watch((users) => sizes.push(users.size));
+  await clock.advance(0);
+  await clock.advance(10_000);
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].source, "watch");
+  assert.equal(errors[0].code, "network");
+  assert.equal(errors[0].retryInMs, 1_000);
+  await clock.advance(1_000);
+  unwatch();
+  assert.deepEqual(sizes, [1, 1]);
+  assert.equal(client.calls[2].body.cursor, "c1");
+});
+
+Deno.test("PresenceKit.watch: pauses while the page is hidden", async () => {
+  const { clock, client, kit, page } = setup({ watchIntervalMs: 10_000 });
+  client.reply = () => ({
+    status: 200,
+    body: {
+      ok: true,
+      users: [],
+      next_after_id: null,
+      cursor: "c",
+      resync: false,
+    },
+  });
+  const unwatch = kit.watch(() => {});
+  await clock.advance(0);
+  page.setHidden(true);
+  await clock.advance(100_000);
+  assert.equal(client.calls.length, 1);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(client.calls.length, 2);
+  unwatch();
+});

@@ -1,0 +1,218 @@
+/**
+ * The demo page (`/demo/`, client/demo.html) in headless Chromium, driven
+ * by playwright-core against the local stack: two users in two browser
+ * contexts see each other online, a hidden tab pauses its pings, a user who
+ * signs out goes offline for the other, and the page says when the API is
+ * down.
+ *
+ * Needs Debian's chromium (`apt-get install chromium`; `.ci/run` installs
+ * it). The README's screenshot comes from scripts/demo_screenshot.ts.
+ */
+import assert from "node:assert/strict";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { startTestStack, type TestStack } from "../support/stack.ts";
+
+const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
+// Short waits so that the test runs in seconds; the page reads them.
+const DEMO_PATH = "/demo/?interval=400&watch=250&backoff=200";
+const WAIT = { timeout: 20_000 };
+
+const stack: TestStack = await startTestStack();
+const browser: Browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  args: [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+  ],
+});
+
+async function member(name: string) {
+  return await stack.createUser({
+    email: `${name}-${crypto.randomUUID().slice(0, 8)}@test.local`,
+    row: {
+      nombre_usuario: `${name}-${crypto.randomUUID().slice(0, 4)}`,
+      auth_user_id: true,
+    },
+  });
+}
+
+/** A fresh browser context on the demo page, signed in as `user`. */
+async function signedIn(
+  user: { email: string; password: string },
+): Promise<Page> {
+  const context = await browser.newContext({
+    viewport: { width: 720, height: 560 },
+  });
+  const page = await context.newPage();
+  await page.goto(`${stack.apiUrl}${DEMO_PATH}`);
+  await page.fill('input[name="email"]', user.email);
+  await page.fill('input[name="password"]', user.password);
+  await page.click('button[type="submit"]');
+  await page.waitForSelector("#me-state:text('online')", WAIT);
+  return page;
+}
+
+function userItem(id: number, status: string): string {
+  return `#users li[data-id="${id}"][data-status="${status}"]`;
+}
+
+function pings(page: Page): Promise<number> {
+  return page.evaluate(() =>
+    (globalThis as unknown as { presenceDemo: { pings: number } })
+      .presenceDemo.pings
+  );
+}
+
+// What a browser does when a tab goes to the background or comes back.
+async function setHidden(page: Page, hidden: boolean): Promise<void> {
+  await page.evaluate((hidden) => {
+    const doc = (globalThis as unknown as {
+      document: EventTarget & { visibilityState: string };
+    }).document;
+    Object.defineProperty(doc, "visibilityState", {
+      configurable: true,
+      get: () => hidden ? "hidden" : "visible",
+    });
+    doc.dispatchEvent(new Event("visibilitychange"));
+  }, hidden);
+}
+
+async function lastAccess(id: number): Promise<string> {
+  const [r] = await stack.sql`
+    select ultimo_acceso::text as t from public.usuarios where id = ${id}`;
+  return r.t;
+}
+
+e2eTest(
+  "demo page: two users see each other online; a hidden tab pauses its pings; sign-out shows offline",
+  async () => {
+    const ana = await member("ana");
+    const bruno = await member("bruno");
+    const pageA = await signedIn(ana);
+    const pageB = await signedIn(bruno);
+    try {
+      await pageA.waitForSelector(userItem(bruno.rowId!, "online"), WAIT);
+      await pageB.waitForSelector(userItem(ana.rowId!, "online"), WAIT);
+      await pageA.waitForSelector(userItem(ana.rowId!, "online"), WAIT);
+      assert.equal(await pageA.textContent("#me-id"), String(ana.rowId));
+
+      // The page pings on its interval while shown...
+      await pageB.waitForFunction(
+        () =>
+          (globalThis as unknown as { presenceDemo: { pings: number } })
+            .presenceDemo.pings >= 3,
+        undefined,
+        WAIT,
+      );
+      // ...and not while hidden: neither the page's count nor the row moves
+      // over many intervals.
+      await setHidden(pageB, true);
+      await pageB.waitForSelector("#me-state:text('paused')", WAIT);
+      const hiddenPings = await pings(pageB);
+      const hiddenAccess = await lastAccess(bruno.rowId!);
+      const anaPings = await pings(pageA);
+      await pageA.waitForFunction(
+        (n) =>
+          (globalThis as unknown as { presenceDemo: { pings: number } })
+            .presenceDemo.pings >= n + 4,
+        anaPings,
+        WAIT,
+      );
+      assert.equal(await pings(pageB), hiddenPings);
+      assert.equal(await lastAccess(bruno.rowId!), hiddenAccess);
+      // Shown again: a ping at once.
+      await setHidden(pageB, false);
+      await pageB.waitForFunction(
+        (n) =>
+          (globalThis as unknown as { presenceDemo: { pings: number } })
+            .presenceDemo.pings > n,
+        hiddenPings,
+        WAIT,
+      );
+      assert.notEqual(await lastAccess(bruno.rowId!), hiddenAccess);
+
+      await pageA.click("#sign-out");
+      await pageA.waitForSelector("#sign-in", { state: "visible", ...WAIT });
+      await pageB.waitForSelector(userItem(ana.rowId!, "offline"), WAIT);
+      const [row] = await stack.sql`
+        select presence_state from public.usuarios where id = ${ana.rowId!}`;
+      assert.equal(row.presence_state, "offline");
+    } finally {
+      await pageA.context().close();
+      await pageB.context().close();
+    }
+  },
+);
+
+e2eTest(
+  "demo page: says the API is down while the functions cannot be reached",
+  async () => {
+    const carla = await member("carla");
+    const page = await signedIn(carla);
+    try {
+      assert.equal(await page.isVisible("#api-down"), false);
+      await page.route("**/functions/v1/**", (route) => route.abort());
+      await page.waitForSelector("#api-down", { state: "visible", ...WAIT });
+      assert.match(
+        (await page.textContent("#api-down")) ?? "",
+        /presence API is not reachable/,
+      );
+      await page.unroute("**/functions/v1/**");
+      await page.waitForSelector("#api-down", { state: "hidden", ...WAIT });
+    } finally {
+      await page.context().close();
+    }
+  },
+);
+
+e2eTest(
+  "demo page: a failed sign-in because the API is down says so",
+  async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    try {
+      await page.goto(`${stack.apiUrl}${DEMO_PATH}`);
+      await page.route("**/auth/v1/**", (route) => route.abort());
+      await page.fill('input[name="email"]', "ana@example.com");
+      await page.fill('input[name="password"]', "ana-password");
+      await page.click('button[type="submit"]');
+      await page.waitForSelector("#api-down", { state: "visible", ...WAIT });
+    } finally {
+      await context.close();
+    }
+  },
+);
+
+e2eTest(
+  "demo page: an account without a usuarios row is told so",
+  async () => {
+    const nobody = await stack.createUser();
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    try {
+      await page.goto(`${stack.apiUrl}${DEMO_PATH}`);
+      await page.fill('input[name="email"]', nobody.email);
+      await page.fill('input[name="password"]', nobody.password);
+      await page.click('button[type="submit"]');
+      await page.waitForSelector("#me-state:text('not_found')", WAIT);
+      assert.match(
+        (await page.textContent("#notice")) ?? "",
+        /no row in usuarios/,
+      );
+      assert.equal(await page.isVisible("#api-down"), false);
+    } finally {
+      await context.close();
+    }
+  },
+);
+
+e2eTest("demo page: the browser closes", async () => {
+  await browser.close();
+  assert.equal(browser.isConnected(), false);
+});
+
+closeStackAfterAll("demo page", stack);
