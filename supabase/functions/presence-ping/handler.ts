@@ -136,7 +136,22 @@ export async function updatePresenceForSession(
       _settings(options),
     )
     : null;
-  if (viaFunction) return viaFunction;
+  return viaFunction ??
+    await inlinePresenceForSession(sql, claims, state, options);
+}
+
+/**
+ * The fast path's work as one inline statement (a large CTE, planned on
+ * every ping): what {@linkcode updatePresenceForSession} runs where the
+ * database function is missing. Exported for the benchmark, which replays
+ * it as the cheapest form of the same work on the database.
+ */
+export async function inlinePresenceForSession(
+  sql: Sql,
+  claims: SessionClaims,
+  state: PresenceState,
+  options: UpdateOptions,
+): Promise<PresenceResult> {
   const guard = sql`
     select lower(au.email) as email
     from auth.sessions s
