@@ -15,6 +15,7 @@
  */
 import postgres from "postgres";
 import { inlinePresenceForSession } from "../supabase/functions/presence-ping/handler.ts";
+import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
 import { type BenchContext, withCpu } from "./context.ts";
 import type { LoadResult } from "./load.ts";
 import {
@@ -126,7 +127,7 @@ export async function dbCeiling(
       });
     await pass(ctx.warmupS);
     await ctx.stack.quiesce();
-    return await withCpu(() => pass(ctx.durationS));
+    return await withCpu(ctx, () => pass(ctx.durationS));
   };
   ctx.log(`Concurrency ${c}: pgbench, function call`);
   const functionCall = await run(forms.functionCall, "extended");
@@ -161,7 +162,7 @@ export async function inlineExtended(
     });
   await pass(ctx.warmupS);
   await ctx.stack.quiesce();
-  return await withCpu(() => pass(ctx.durationS));
+  return await withCpu(ctx, () => pass(ctx.durationS));
 }
 
 async function _replayable(

@@ -81,9 +81,9 @@ export async function pingPass(
   await ctx.stack.quiesce();
   variant.reset();
   const before = await readCounters(ctx.sql);
-  const cpuBefore = await readCpu();
+  const cpuBefore = await readCpu(databaseName(ctx));
   const result = await measured();
-  const cpuAfter = await readCpu();
+  const cpuAfter = await readCpu(databaseName(ctx));
   await ctx.stack.quiesce();
   const counters = delta(before, await readCounters(ctx.sql));
   const served = variant.counts().pings[200] ?? 0;
@@ -100,11 +100,18 @@ export async function pingPass(
 
 /** `run`'s result with the CPU used while it ran, per request. */
 export async function withCpu(
+  ctx: BenchContext,
   run: () => Promise<LoadResult>,
 ): Promise<LoadResult> {
-  const before = await readCpu();
+  const before = await readCpu(databaseName(ctx));
   const result = await run();
-  return { ...result, cpu: cpuUse(before, await readCpu(), result.requests) };
+  const after = await readCpu(databaseName(ctx));
+  return { ...result, cpu: cpuUse(before, after, result.requests) };
+}
+
+/** The name of the bench's database (its backends' CPU is the bench's). */
+export function databaseName(ctx: BenchContext): string {
+  return decodeURIComponent(new URL(ctx.stack.dbUrl).pathname.slice(1));
 }
 
 /**

@@ -18,14 +18,13 @@ export async function measureFixedRate(
   const targetRps = Math.max(1, Math.round(peakRps / 2));
   ctx.log(`Fixed rate: ${targetRps} req/s (half of the ES256 peak)`);
   await ctx.stack.quiesce();
-  const load = await withCpu(() =>
+  const load = await withCpu(ctx, () =>
     runDenoClient({
       url: ctx.stack.variants.main.pingUrl,
       tokens: ctx.tokens.es256,
       mode: "rate",
       rate: targetRps,
       durationS: ctx.durationS,
-    })
-  );
+    }));
   return { targetRps, peakRps, load };
 }

@@ -8,6 +8,7 @@
  */
 import postgres from "postgres";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
+import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
 import { createTestDatabase } from "../local/testing/database.ts";
 import { ensurePostgres } from "../tests/support/postgres.ts";
 import { type BenchContext, once } from "./context.ts";
@@ -98,6 +99,7 @@ export async function setUp(options: SetUpOptions): Promise<SetUp> {
     const skipWritePresent = has("PRESENCE_MIN_WRITE_INTERVAL_S");
     const verifyPresent = has("PRESENCE_VERIFY");
     const defaults: Record<string, string> = {
+      USERNAME_MATCH_DOMAINS: LOCAL_USERNAME_MATCH_DOMAINS,
       ...(skipWritePresent ? { PRESENCE_MIN_WRITE_INTERVAL_S: "0" } : {}),
       ...(verifyPresent ? { PRESENCE_VERIFY: "local" } : {}),
     };

@@ -28,8 +28,9 @@ export async function measureThroughput(
   for (const c of concurrencies) {
     ctx.log(`Concurrency ${c}: bare HTTP handler`);
     await load(ctx, bareUrl, null, c, ctx.warmupS);
-    const http = await withCpu(() =>
-      load(ctx, bareUrl, null, c, ctx.durationS)
+    const http = await withCpu(
+      ctx,
+      () => load(ctx, bareUrl, null, c, ctx.durationS),
     );
     const { db, forms: dbForms } = await dbCeiling(ctx, forms, c);
     ctx.log(`Concurrency ${c}: presence-ping ES256`);
