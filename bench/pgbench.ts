@@ -161,7 +161,9 @@ export async function runPgbench(options: PgbenchOptions): Promise<LoadResult> {
     );
     if (!tps) {
       throw new Error(
-        `pgbench failed (exit ${out.code}): ${stderr.slice(0, 800)}`,
+        `pgbench failed (exit ${out.code}): ${stderr.slice(0, 800)} ${
+          stdout.slice(-800)
+        }`,
       );
     }
     const latencies: number[] = [];
