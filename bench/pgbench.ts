@@ -4,8 +4,9 @@
  * concurrency with users rotating (`\set n random(1, N)`).
  *
  * A captured parameter that is one of the sample user's names (id, session,
- * email, username) becomes the same name rebuilt in SQL from `:n`; any
- * other (the state, an interval) stays the literal the handler sent.
+ * email, username), or such a name written into the text as a quoted
+ * literal, becomes the same name rebuilt in SQL from `:n`; any other value
+ * (the state, an interval) stays the literal the handler sent.
  *
  * @module
  */
@@ -53,12 +54,26 @@ export function replayStatements(
           cast(named ? _literal(USER_NAMING[named](n)) : _literal(value)),
       };
     });
-    const substitute = (pick: (i: number) => string) =>
-      s.text.replace(/\$(\d+)/g, (_, d) => pick(Number(d) - 1));
+    // The sample user's names written into the text (a statement sent
+    // without parameters) are rebuilt from :n too.
+    const written = _NAMES.map((name) => ({
+      name,
+      quoted: _literal(USER_NAMING[name](sampleUser)),
+    })).filter((w) => s.text.includes(w.quoted));
+    const rewrite = (text: string, as: (name: _Named) => string) =>
+      written.reduce((t, w) => t.replaceAll(w.quoted, as(w.name)), text);
+    const substitute = (pick: (i: number) => string, n: number | null) =>
+      rewrite(
+        s.text,
+        (name) =>
+          n === null
+            ? USER_NAMING.sql[name](":n")
+            : _literal(USER_NAMING[name](n)),
+      ).replace(/\$(\d+)/g, (_, d) => pick(Number(d) - 1));
     return {
-      pgbench: substitute((i) => forms[i]?.pgbench ?? "null"),
+      pgbench: substitute((i) => forms[i]?.pgbench ?? "null", null),
       literalFor: (n: number) =>
-        substitute((i) => forms[i]?.literal(n) ?? "null"),
+        substitute((i) => forms[i]?.literal(n) ?? "null", n),
     };
   });
 }
@@ -97,6 +112,21 @@ export interface PgbenchOptions {
  * per-transaction log for latency percentiles.
  */
 export async function runPgbench(options: PgbenchOptions): Promise<LoadResult> {
+  try {
+    return await _runPgbenchOnce(options);
+  } catch (error) {
+    // On a shared machine the cluster may refuse connections for a moment
+    // (max_connections, other sessions' tests): one more try, then fail.
+    console.error(
+      `pgbench failed, retrying once: ${
+        (error as Error).message.slice(0, 300)
+      }`,
+    );
+    return await _runPgbenchOnce(options);
+  }
+}
+
+async function _runPgbenchOnce(options: PgbenchOptions): Promise<LoadResult> {
   const url = new URL(options.databaseUrl);
   if (!/^127\./.test(url.hostname) && url.hostname !== "localhost") {
     throw new Error(`Refusing to load "${url.hostname}": loopback only`);
@@ -146,7 +176,9 @@ export async function runPgbench(options: PgbenchOptions): Promise<LoadResult> {
     );
     if (!tps) {
       throw new Error(
-        `pgbench failed (exit ${out.code}): ${stderr.slice(0, 800)}`,
+        `pgbench failed (exit ${out.code}): ${stderr.slice(0, 800)} ${
+          stdout.slice(-800)
+        }`,
       );
     }
     const latencies: number[] = [];
@@ -198,10 +230,11 @@ export async function pgbenchVersion(): Promise<string | null> {
 }
 
 type _Named = "id" | "sessionId" | "email" | "username";
+const _NAMES: readonly _Named[] = ["id", "sessionId", "email", "username"];
 
 function _nameOf(value: string | null, n: number): _Named | null {
   if (value === null) return null;
-  for (const name of ["id", "sessionId", "email", "username"] as const) {
+  for (const name of _NAMES) {
     if (value.toLowerCase() === USER_NAMING[name](n)) return name;
   }
   return null;

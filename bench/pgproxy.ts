@@ -41,9 +41,16 @@ export interface ProxyCounts extends ProtocolCounts {
   connections: number;
 }
 
-/** One distinct SQL text seen in Parse messages. */
+const _UUID_LITERAL =
+  /'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'/gi;
+
+/**
+ * One distinct SQL text seen in Parse messages. Texts that differ only in
+ * quoted UUID literals (a statement with its ids written in rather than
+ * sent as parameters) count as one, kept with the first text seen.
+ */
 export interface SeenStatement {
-  /** SQL text as parsed (placeholders `$1`, `$2`, ...). */
+  /** SQL text as first parsed (placeholders `$1`, `$2`, ...). */
   readonly text: string;
   /** Parameter type OIDs the client declared (0: let the server infer). */
   readonly paramTypes: readonly number[];
@@ -125,10 +132,11 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
           counts.parse++;
           const parsed = body ? _parseMessage(body) : null;
           if (parsed) {
-            let entry = seen.get(parsed.text);
+            const shape = parsed.text.replace(_UUID_LITERAL, "'<uuid>'");
+            let entry = seen.get(shape);
             if (!entry) {
               entry = { ...parsed, count: 0, sampleParams: null };
-              seen.set(parsed.text, entry);
+              seen.set(shape, entry);
             }
             entry.count++;
             lastParsed = entry;

@@ -10,7 +10,7 @@
 import type postgres from "postgres";
 import { presenceStatement } from "../supabase/functions/presence/query.ts";
 import { type LoadResult, runDenoClient, runWrk } from "./load.ts";
-import type { PingPass } from "./main.ts";
+import type { PingPass } from "./types.ts";
 
 /** What the read pass measured. */
 export interface ReadPassResults {

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { BenchResults, PingPass, WorkPerPing } from "./main.ts";
+import type { BenchResults, PingPass, WorkPerPing } from "./types.ts";
 import type { LoadResult } from "./load.ts";
 
 /**
@@ -117,7 +117,16 @@ export function formatReport(r: BenchResults): string {
         t.ping.hs256.load,
         `${_pct(t.ratio.hs256)} of combined`,
       ),
-      line("DB ceiling (pgbench)", t.db),
+      line(
+        "DB: function call (pgbench -M extended)",
+        t.dbForms.functionCall,
+        t.dbForms.chosen === "functionCall" ? "= DB ceiling" : "",
+      ),
+      line(
+        "DB: inline statement (pgbench -M prepared)",
+        t.dbForms.inlinePrepared,
+        t.dbForms.chosen === "inlinePrepared" ? "= DB ceiling" : "",
+      ),
       line("HTTP ceiling (bare Deno)", t.http),
       [
         "combined ceiling",
@@ -162,15 +171,24 @@ export function formatReport(r: BenchResults): string {
     ),
     "",
   );
-  if (r.dbPrepared) {
+  if (r.dbInlineExtended) {
     out.push(
-      `DB ceiling with named prepared statements (pgbench -M prepared, c=16): ${
-        _n(r.dbPrepared.rps, 0)
-      } tx/s, p99 ${
-        _n(r.dbPrepared.latencyMs.p99, 2)
-      } ms (the handler's driver plans the statement on every ping)`,
+      `Before the function: the inline statement as postgres.js sends it (unnamed, planned on every ping), pgbench -M extended, c=16: ${
+        _n(r.dbInlineExtended.rps, 0)
+      } tx/s, p99 ${_n(r.dbInlineExtended.latencyMs.p99, 2)} ms`,
       "",
     );
+  }
+  if (r.tokenCache) {
+    const t = r.tokenCache;
+    out.push(
+      `Cache of verified tokens: ${t.tokens} ES256 tokens, each sent once, c=${t.concurrency} (Deno client, closed loop)`,
+    );
+    out.push(_passTable([
+      ["every token first seen (verified)", t.firstSeen],
+      ["the same tokens again (cached)", t.seenBefore],
+    ]));
+    out.push("");
   }
   if (r.pool.length) {
     out.push(

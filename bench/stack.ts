@@ -165,7 +165,10 @@ export async function startBenchStack(
         dbUrl: functionsDbUrl,
         anonKey: LOCAL_ANON_KEY,
         serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
-        overrides: spec.settings,
+        // Every variant accepts the tokens the first one's Auth issues:
+        // without this, a variant on another port would refuse them on
+        // the fast path (another issuer) and ask Auth for each.
+        overrides: { PRESENCE_TOKEN_ISSUER: issuer, ...spec.settings },
       });
       let counts: VariantCounts = { pings: {}, auth: {} };
       const countedAuth = async (req: Request) => {

@@ -119,8 +119,12 @@ export async function environment(
 export interface CpuTicks {
   /** This process: the stack's servers (and the idle orchestrator). */
   self: number;
-  /** Every `postgres` process: backends, WAL writer, checkpointer. */
-  postgres: number;
+  /**
+   * The cluster's processes, by pid: this benchmark's backends and the
+   * shared ones (WAL writer, checkpointer, autovacuum); backends of other
+   * databases (other sessions on a shared machine) count as `others`.
+   */
+  postgres: Map<string, number>;
   /** The machine: busy and total ticks over all cores. */
   busy: number;
   total: number;
@@ -145,8 +149,12 @@ export interface CpuUse {
 
 const _TICK_MS = 10;
 
-/** Reads the CPU counters of this process, PostgreSQL and the machine. */
-export async function readCpu(): Promise<CpuTicks> {
+/**
+ * Reads the CPU counters of this process, PostgreSQL and the machine.
+ * `database`: the benchmark's database; a backend connected to another one
+ * counts with the other processes.
+ */
+export async function readCpu(database?: string): Promise<CpuTicks> {
   const ticks = (stat: string) => {
     // Fields after the parenthesized command name; utime and stime are
     // the 14th and 15th fields of the whole line.
@@ -155,7 +163,7 @@ export async function readCpu(): Promise<CpuTicks> {
   };
   const self = ticks(await Deno.readTextFile("/proc/self/stat"));
   const me = String(Deno.pid);
-  let postgres = 0;
+  const postgres = new Map<string, number>();
   const others = new Map<string, number>();
   for await (const entry of Deno.readDir("/proc")) {
     if (!/^\d+$/.test(entry.name) || entry.name === me) continue;
@@ -163,8 +171,17 @@ export async function readCpu(): Promise<CpuTicks> {
       const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`);
       const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
       const ppid = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1];
-      if (comm === "postgres") postgres += ticks(stat);
-      else if (ppid !== me) others.set(entry.name, ticks(stat));
+      if (comm === "postgres") {
+        const served = database === undefined ? null : _backendDatabase(
+          await Deno.readTextFile(`/proc/${entry.name}/cmdline`),
+        );
+        // The cluster's own processes and this database's backends are
+        // the benchmark's; other databases' backends are other work.
+        (served === null || served === database ? postgres : others).set(
+          entry.name,
+          ticks(stat),
+        );
+      } else if (ppid !== me) others.set(entry.name, ticks(stat));
     } catch {
       // the process ended while we looked
     }
@@ -176,6 +193,16 @@ export async function readCpu(): Promise<CpuTicks> {
   return { self, postgres, busy: total - idle, total, others };
 }
 
+// The database a backend serves, from its title ("postgres: 15/main: user
+// database host(port) state"); null for the cluster's own processes.
+function _backendDatabase(cmdline: string): string | null {
+  const title = cmdline.replaceAll("\0", " ").trim();
+  const m = /^postgres: (?:[^:]+: )?(\S+) (\S+) (?:\S+\(\d+\)|\[local\]) /.exec(
+    title,
+  );
+  return m ? m[2] : null;
+}
+
 /** CPU use between two readings, per served request. */
 export function cpuUse(
   before: CpuTicks,
@@ -184,15 +211,20 @@ export function cpuUse(
 ): CpuUse {
   const per = (ticks: number) => requests ? ticks * _TICK_MS / requests : 0;
   const total = after.total - before.total;
-  // A process that started during the pass counts whole.
-  let other = 0;
-  for (const [pid, t] of after.others) {
-    other += t - (before.others.get(pid) ?? 0);
-  }
+  // A process that started during the pass counts whole; one that ended
+  // during it is lost (its ticks leave /proc with it), rather than counted
+  // negative.
+  const grown = (a: Map<string, number>, b: Map<string, number>) => {
+    let sum = 0;
+    for (const [pid, t] of b) sum += t - (a.get(pid) ?? 0);
+    return sum;
+  };
   return {
-    otherBusyPercent: total ? 100 * other / total : 0,
+    otherBusyPercent: total
+      ? 100 * grown(before.others, after.others) / total
+      : 0,
     denoMsPerRequest: per(after.self - before.self),
-    postgresMsPerRequest: per(after.postgres - before.postgres),
+    postgresMsPerRequest: per(grown(before.postgres, after.postgres)),
     machineBusyPercent: total ? 100 * (after.busy - before.busy) / total : 0,
   };
 }

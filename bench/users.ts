@@ -60,6 +60,10 @@ export interface MintOptions {
   issuer: string;
   /** Token lifetime in seconds (config.toml `jwt_expiry`). */
   expiry: number;
+  /** Seconds added to now for `iat` (and `exp`): another value, other token strings. */
+  iatOffsetS?: number;
+  /** Mint one kind only (the other comes back empty). */
+  only?: "es256" | "hs256";
 }
 
 /**
@@ -181,21 +185,25 @@ export async function mintTokens(options: MintOptions): Promise<BenchTokens> {
     "ES256",
   );
   const hs256Key = new TextEncoder().encode(options.jwtSecret);
-  const iat = Math.floor(Date.now() / 1000);
+  const iat = Math.floor(Date.now() / 1000) + (options.iatOffsetS ?? 0);
   const es256: string[] = [];
   const hs256: string[] = [];
   for (let n = 1; n <= options.users; n++) {
     const claims = benchClaims(n, options.issuer, iat, options.expiry);
-    es256.push(
-      await new SignJWT(claims)
-        .setProtectedHeader({ alg: "ES256", kid, typ: "JWT" })
-        .sign(es256Key),
-    );
-    hs256.push(
-      await new SignJWT(claims)
-        .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-        .sign(hs256Key),
-    );
+    if (options.only !== "hs256") {
+      es256.push(
+        await new SignJWT(claims)
+          .setProtectedHeader({ alg: "ES256", kid, typ: "JWT" })
+          .sign(es256Key),
+      );
+    }
+    if (options.only !== "es256") {
+      hs256.push(
+        await new SignJWT(claims)
+          .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+          .sign(hs256Key),
+      );
+    }
   }
   return { es256, hs256 };
 }

@@ -1,0 +1,216 @@
+/**
+ * presence-ping's call of the database function `presence.record_ping`
+ * (migration `20261123000100_create_presence_record_ping.sql`), which holds
+ * the matching rules and the update, so that a ping is one short statement
+ * whose inner plans Postgres caches per connection.
+ *
+ * The fast path's call goes in one round trip: postgres.js with
+ * `prepare: false` sends a statement with parameters as Parse/Describe/Flush
+ * and waits for the parameter types before Bind/Execute/Sync, whatever types
+ * it is given; a statement without parameters goes as one
+ * Parse/Describe/Bind/Execute/Sync flight. The fast path's values are
+ * therefore written into the statement text, and only values proven safe
+ * are: two UUIDs, one of the two states, validated domain names, an integer
+ * (see {@linkcode recordPingText}). The slow path's email comes from Auth,
+ * is not spliced, and goes as a parameter.
+ *
+ * Where the function does not exist (the migration not applied yet), the
+ * caller falls back to the statement it built before the function existed;
+ * logged once per isolate, and the function is tried again a minute later.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { isUndefinedColumn, type Sql } from "../_shared/db.ts";
+import { errorText, logEvent } from "../_shared/log.ts";
+
+/** A presence state. */
+export type PresenceState = "online" | "offline";
+
+/** The updated presence of one row, as the response carries it. */
+export interface PresenceRow {
+  readonly id: number;
+  readonly ultimo_acceso: string;
+  readonly presence_state: PresenceState;
+}
+
+/** What the update found. */
+export interface PresenceResult {
+  /** `false` when the session check of the fast path failed. */
+  readonly sessionOk: boolean;
+  /** The updated row, or `null` when no row matches. */
+  readonly row: PresenceRow | null;
+}
+
+/** Who pings, as the function takes it. */
+export interface PingCaller {
+  /** The identity's id (a UUID). */
+  readonly userId: string;
+  /**
+   * The verified token's session (a UUID): the function proves it live and
+   * reads the email from `auth.users`. `null` when Auth described the
+   * identity and `email` is what it said.
+   */
+  readonly sessionId: string | null;
+  /** The email Auth reported (slow path only). */
+  readonly email: string | null;
+}
+
+/** The settings the function applies. */
+export interface PingSettings {
+  /** Lower-cased domains for the username strategy, `*` for all. */
+  readonly usernameDomains: ReadonlySet<string>;
+  /** `PRESENCE_MIN_WRITE_INTERVAL_S` (0: every ping writes). */
+  readonly minWriteIntervalS: number;
+}
+
+const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// The same shape env.ts accepts for USERNAME_MATCH_DOMAINS: letters, digits,
+// hyphens and dots, or `*`. Nothing that can end a SQL string literal.
+const _DOMAIN =
+  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
+
+const _COLUMNS = "session_ok, id, ultimo_acceso, presence_state";
+
+/**
+ * The fast path's statement as text with its values written in. Each value
+ * is checked here, where it is spliced, whatever its caller proved before:
+ * UUIDs, a state of the two, domains of letters, digits, `-` and `.` (or
+ * `*`), an integer. Anything else throws, and nothing is sent.
+ *
+ * @example
+ * ```ts
+ * recordPingText(sub, sessionId, "online", new Set(), 0);
+ * // "select ... from presence.record_ping('…'::uuid, '…'::uuid, null, 'online', '{}'::text[], 0)"
+ * ```
+ */
+export function recordPingText(
+  userId: string,
+  sessionId: string,
+  state: PresenceState,
+  settings: PingSettings,
+): string {
+  if (!_UUID.test(userId) || !_UUID.test(sessionId)) {
+    throw new TypeError("record_ping: not a UUID");
+  }
+  if (state !== "online" && state !== "offline") {
+    throw new TypeError("record_ping: not a state");
+  }
+  const domains = [...settings.usernameDomains];
+  if (!domains.every((d) => _DOMAIN.test(d))) {
+    throw new TypeError("record_ping: not a domain name");
+  }
+  const interval = settings.minWriteIntervalS;
+  if (!Number.isSafeInteger(interval) || interval < 0) {
+    throw new TypeError("record_ping: not an interval");
+  }
+  const list = domains.length
+    ? `array[${domains.map((d) => `'${d}'`).join(",")}]::text[]`
+    : "'{}'::text[]";
+  return `select ${_COLUMNS} from presence.record_ping('${userId}'::uuid, '${sessionId}'::uuid, null, '${state}', ${list}, ${interval})`;
+}
+
+// How long the function stays off in this isolate once found missing, so
+// that a migration applied later is picked up without a restart.
+const _MISSING_PAUSE_MS = 60_000;
+let _functionOffUntil = 0;
+let _missingLogged = false;
+
+/** Whether this isolate calls the database function (off a while after finding it missing). */
+export function recordPingAvailable(now = Date.now()): boolean {
+  return now >= _functionOffUntil;
+}
+
+/**
+ * Calls `presence.record_ping`; `null` when it does not exist or cannot be
+ * called (and the caller uses its own statement). Errors raised inside the
+ * function (an unreadable auth schema, a failing update) are thrown as they
+ * are. A column dropped between the function's catalog check and its
+ * statement fails once with `undefined_column`; the call is then repeated.
+ */
+export async function recordPing(
+  sql: Sql,
+  caller: PingCaller,
+  state: PresenceState,
+  settings: PingSettings,
+): Promise<PresenceResult | null> {
+  const run = () => _call(sql, caller, state, settings);
+  try {
+    let rows;
+    try {
+      rows = await run();
+    } catch (error) {
+      if (!isUndefinedColumn(error)) throw error;
+      rows = await run();
+    }
+    return _result(rows[0]);
+  } catch (error) {
+    if (!_isMissingFunction(error)) throw error;
+    _functionOffUntil = Date.now() + _MISSING_PAUSE_MS;
+    if (!_missingLogged) {
+      _missingLogged = true;
+      logEvent(
+        "warn",
+        'Database function "presence.record_ping" is not callable; using the inline statement',
+        { fn: "presence-ping", cause: errorText(error) },
+      );
+    }
+    return null;
+  }
+}
+
+interface _Row {
+  session_ok: boolean;
+  id: string | null;
+  ultimo_acceso: Date | null;
+  presence_state: PresenceState | null;
+}
+
+// `simple: false`: the extended protocol, which runs one statement only (a
+// second one in the text would be an error, not a statement), in one flight
+// since there are no parameters. postgres.js honours the option, its types
+// do not list it.
+const _EXTENDED = { simple: false } as postgres.UnsafeQueryOptions;
+
+function _call(
+  sql: Sql,
+  caller: PingCaller,
+  state: PresenceState,
+  settings: PingSettings,
+): Promise<_Row[]> {
+  if (caller.sessionId !== null) {
+    return sql.unsafe<_Row[]>(
+      recordPingText(caller.userId, caller.sessionId, state, settings),
+      [],
+      _EXTENDED,
+    );
+  }
+  return sql<_Row[]>`
+    select session_ok, id, ultimo_acceso, presence_state
+    from presence.record_ping(${caller.userId}::uuid, null, ${caller.email}::text,
+      ${state}, ${[...settings.usernameDomains]}::text[],
+      ${settings.minWriteIntervalS}::int)
+  `;
+}
+
+function _result(row: _Row): PresenceResult {
+  return {
+    sessionOk: row.session_ok,
+    row: row.id === null ? null : {
+      id: Number(row.id),
+      ultimo_acceso: row.ultimo_acceso!.toISOString(),
+      presence_state: row.presence_state!,
+    },
+  };
+}
+
+// The function itself is missing or not executable: undefined function,
+// unknown schema, or no privilege, raised by the call rather than inside
+// the function (those carry a PL/pgSQL context).
+const _MISSING = new Set(["42883", "3F000", "42501"]);
+
+function _isMissingFunction(error: unknown): boolean {
+  return error instanceof postgres.PostgresError &&
+    _MISSING.has(error.code) &&
+    !(error.where ?? "").includes("PL/pgSQL");
+}

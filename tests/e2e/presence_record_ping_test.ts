@@ -1,0 +1,285 @@
+/**
+ * The database function `presence.record_ping` on its own (PGlite or
+ * PostgreSQL): who may call it, its fixed `search_path`, every matching and
+ * writing rule, the session proof, the optional columns absent; and, last,
+ * presence-ping still answering when the function is gone.
+ */
+import assert from "node:assert/strict";
+import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { call } from "../support/invoke.ts";
+import { startTestStack, type TestStack } from "../support/stack.ts";
+import { sessionIdOf } from "../support/tokens.ts";
+
+const stack: TestStack = await startTestStack();
+const sql = stack.sql;
+const SIGNATURE = "presence.record_ping(uuid,uuid,text,text,text[],integer)";
+
+interface Pinged {
+  session_ok: boolean;
+  id: number | null;
+  ultimo_acceso: Date | null;
+  presence_state: string | null;
+}
+
+// The slow path's call: an identity as Auth described it.
+async function ping(
+  userId: string,
+  email: string | null,
+  options: { state?: string; domains?: string[]; interval?: number } = {},
+): Promise<Pinged> {
+  const [row] = await sql`
+    select session_ok, id, ultimo_acceso, presence_state
+    from presence.record_ping(${userId}::uuid, null, ${email}::text,
+      ${options.state ?? "online"}, ${options.domains ?? []}::text[],
+      ${options.interval ?? 0}::int)`;
+  return {
+    session_ok: row.session_ok,
+    id: row.id === null ? null : Number(row.id),
+    ultimo_acceso: row.ultimo_acceso,
+    presence_state: row.presence_state,
+  };
+}
+
+function uid(): string {
+  return crypto.randomUUID();
+}
+
+function email(prefix = "rp"): string {
+  return `${prefix}-${crypto.randomUUID().slice(0, 8)}@example.org`;
+}
+
+async function insert(row: Record<string, unknown>): Promise<number> {
+  const [r] = await sql`insert into public.usuarios ${sql(row)} returning id`;
+  return Number(r.id);
+}
+
+e2eTest(
+  "record_ping: not executable by anon or authenticated, executable by service_role",
+  async () => {
+    const [r] = await sql`
+      select has_function_privilege('anon', ${SIGNATURE}, 'execute') as anon,
+             has_function_privilege('authenticated', ${SIGNATURE}, 'execute') as authenticated,
+             has_function_privilege('service_role', ${SIGNATURE}, 'execute') as service_role,
+             has_schema_privilege('anon', 'presence', 'usage') as anon_schema`;
+    assert.deepEqual(
+      { ...r },
+      {
+        anon: false,
+        authenticated: false,
+        service_role: true,
+        anon_schema: false,
+      },
+    );
+  },
+);
+
+e2eTest(
+  "record_ping: fixed empty search_path, invoker rights, outside the exposed schemas",
+  async () => {
+    const [r] = await sql`
+      select p.proconfig, p.prosecdef, n.nspname::text as schema
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where p.oid = ${SIGNATURE}::regprocedure`;
+    assert.deepEqual(r.proconfig, ['search_path=""']);
+    assert.equal(r.prosecdef, false);
+    assert.equal(r.schema, "presence");
+    const config = await Deno.readTextFile(
+      new URL("../../supabase/config.toml", import.meta.url),
+    );
+    const exposed = config.match(/^schemas = \[(.*)\]$/m)![1];
+    assert.ok(!exposed.includes('"presence"'), exposed);
+  },
+);
+
+e2eTest(
+  "record_ping: precedence auth_user_id > correo > nombre_usuario = email > local part",
+  async () => {
+    const id = uid();
+    const mail = email("prec");
+    const local = mail.split("@")[0];
+    const byLocal = await insert({ nombre_usuario: local });
+    const byName = await insert({ nombre_usuario: mail.toUpperCase() });
+    const byCorreo = await insert({ correo: mail.toUpperCase() });
+    const byId = await insert({ auth_user_id: id, correo: "other@x.org" });
+    const opts = { domains: ["example.org"] };
+    assert.equal((await ping(id, mail, opts)).id, byId);
+    await sql`delete from public.usuarios where id = ${byId}`;
+    assert.equal((await ping(id, mail, opts)).id, byCorreo);
+    await sql`delete from public.usuarios where id = ${byCorreo}`;
+    assert.equal((await ping(id, mail, opts)).id, byName);
+    await sql`delete from public.usuarios where id = ${byName}`;
+    assert.equal((await ping(id, mail, opts)).id, byLocal);
+  },
+);
+
+e2eTest(
+  "record_ping: the local part only for listed domains, or all with *",
+  async () => {
+    const mail = email("dom");
+    const row = await insert({ nombre_usuario: mail.split("@")[0] });
+    assert.equal((await ping(uid(), mail)).id, null);
+    assert.equal(
+      (await ping(uid(), mail, { domains: ["other.org"] })).id,
+      null,
+    );
+    assert.equal(
+      (await ping(uid(), mail, { domains: ["example.org"] })).id,
+      row,
+    );
+    assert.equal((await ping(uid(), mail, { domains: ["*"] })).id, row);
+    assert.equal((await ping(uid(), null, { domains: ["*"] })).id, null);
+  },
+);
+
+e2eTest(
+  "record_ping: a row linked to another identity is never matched by email or username",
+  async () => {
+    const mail = email("linked");
+    await insert({
+      correo: mail,
+      nombre_usuario: mail.split("@")[0],
+      auth_user_id: uid(),
+    });
+    const res = await ping(uid(), mail, { domains: ["*"] });
+    assert.deepEqual(res, {
+      session_ok: true,
+      id: null,
+      ultimo_acceso: null,
+      presence_state: null,
+    });
+  },
+);
+
+e2eTest(
+  "record_ping: the database clock to the millisecond; offline sets last_manual_logout_at",
+  async () => {
+    const id = uid();
+    const row = await insert({ auth_user_id: id });
+    const res = await ping(id, null, { state: "offline" });
+    assert.equal(res.id, row);
+    assert.equal(res.presence_state, "offline");
+    const [stored] = await sql`
+      select ultimo_acceso, last_manual_logout_at,
+             ultimo_acceso = date_trunc('milliseconds', ultimo_acceso) as whole_ms
+      from public.usuarios where id = ${row}`;
+    assert.equal(stored.whole_ms, true);
+    assert.equal(stored.ultimo_acceso.getTime(), res.ultimo_acceso!.getTime());
+    assert.equal(
+      stored.last_manual_logout_at.getTime(),
+      res.ultimo_acceso!.getTime(),
+    );
+    await ping(id, null, { state: "online" });
+    const [after] = await sql`
+      select presence_state, last_manual_logout_at from public.usuarios
+      where id = ${row}`;
+    assert.equal(after.presence_state, "online");
+    assert.equal(
+      after.last_manual_logout_at.getTime(),
+      res.ultimo_acceso!.getTime(),
+    );
+  },
+);
+
+e2eTest(
+  "record_ping: with a write interval, a fresh repeat is read, a change is written",
+  async () => {
+    const id = uid();
+    const row = await insert({ auth_user_id: id, presence_state: "online" });
+    const first = await ping(id, null, { interval: 60 });
+    assert.ok(first.ultimo_acceso);
+    const [{ xmin: before }] = await sql`
+      select xmin::text from public.usuarios where id = ${row}`;
+    const repeat = await ping(id, null, { interval: 60 });
+    assert.equal(repeat.id, row);
+    assert.equal(
+      repeat.ultimo_acceso!.getTime(),
+      first.ultimo_acceso!.getTime(),
+    );
+    const [{ xmin: after }] = await sql`
+      select xmin::text from public.usuarios where id = ${row}`;
+    assert.equal(after, before);
+    const change = await ping(id, null, { state: "offline", interval: 60 });
+    assert.equal(change.presence_state, "offline");
+  },
+);
+
+e2eTest(
+  "record_ping: a state other than online or offline is refused",
+  async () => {
+    await assert.rejects(
+      ping(uid(), null, { state: "away" }),
+      (e: { code?: string }) => e.code === "22023",
+    );
+  },
+);
+
+e2eTest(
+  "record_ping: with a session id, a live session passes, an unknown or foreign one does not",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const session = sessionIdOf(u.token);
+    const run = async (userId: string, sessionId: string) => {
+      const [r] = await sql`
+        select session_ok, id from presence.record_ping(${userId}::uuid,
+          ${sessionId}::uuid, 'ignored@example.org', 'online', '{}', 0)`;
+      return { ok: r.session_ok, id: r.id === null ? null : Number(r.id) };
+    };
+    assert.deepEqual(await run(u.id, session), { ok: true, id: u.rowId });
+    assert.deepEqual(await run(u.id, uid()), { ok: false, id: null });
+    const other = await stack.createUser();
+    assert.deepEqual(await run(u.id, sessionIdOf(other.token)), {
+      ok: false,
+      id: null,
+    });
+    await sql`update auth.sessions set not_after = now() - interval '1 s'
+              where id = ${session}::uuid`;
+    assert.deepEqual(await run(u.id, session), { ok: false, id: null });
+  },
+);
+
+e2eTest(
+  "record_ping: without the optional columns, correo and usernames still match",
+  async () => {
+    // Last but one: the columns stay dropped for the rest of the file.
+    await sql`alter table public.usuarios drop column last_manual_logout_at`;
+    const id = uid();
+    const mail = email("nolink");
+    const row = await insert({ correo: mail, auth_user_id: uid() });
+    await sql`alter table public.usuarios drop column auth_user_id`;
+    const res = await ping(id, mail, { state: "offline" });
+    assert.equal(res.id, row);
+    assert.equal(res.presence_state, "offline");
+  },
+);
+
+e2eTest(
+  "presence-ping: answers through its inline statement when the function is missing, logged once",
+  async () => {
+    const u = await stack.createUser({ row: { correo: "placeholder" } });
+    await sql`update public.usuarios set correo = ${u.email}
+              where id = ${u.rowId!}`;
+    await sql`alter function ${
+      sql.unsafe(SIGNATURE)
+    } rename to record_ping_moved`;
+    const lines: string[] = [];
+    const saved = console.warn;
+    console.warn = (...args: unknown[]) => lines.push(args.join(" "));
+    try {
+      for (let i = 0; i < 2; i++) {
+        const res = await call(stack.apiUrl, "presence-ping", {
+          headers: { Authorization: `Bearer ${u.token}` },
+        });
+        assert.equal(res.status, 200);
+        assert.equal(res.body.user.id, u.rowId);
+      }
+    } finally {
+      console.warn = saved;
+      await sql`alter function presence.record_ping_moved(uuid,uuid,text,text,text[],integer)
+                rename to record_ping`;
+    }
+    const warned = lines.filter((l) => l.includes("presence.record_ping"));
+    assert.equal(warned.length, 1, lines.join("\n"));
+  },
+);
+
+closeStackAfterAll("record_ping", stack);
