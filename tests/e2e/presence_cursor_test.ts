@@ -7,6 +7,7 @@
  * where transactions really overlap.
  */
 import assert from "node:assert/strict";
+import { presenceStatement } from "../../supabase/functions/presence/query.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
@@ -247,5 +248,54 @@ if (onPostgres) {
     },
   );
 }
+
+e2eTest(
+  "presence: a changes-since read of a large table reads only the changed rows, through the ultimo_acceso index",
+  async () => {
+    await stack.sql`
+      insert into public.usuarios (nombre_usuario, ultimo_acceso, presence_state)
+      select 'plan-' || g, now() - random() * interval '1 day',
+             case when g % 3 = 0 then 'online' else 'offline' end
+      from generate_series(1, 20000) g`;
+    await stack.sql`analyze public.usuarios`;
+    const [cur] = await stack.sql<{ t: string; snap: string }[]>`
+      select (extract(epoch from now()) * 1000000)::bigint::text as t,
+             pg_current_snapshot()::text as snap`;
+    await stack.sql`
+      update public.usuarios
+      set ultimo_acceso = date_trunc('milliseconds', now()),
+          presence_state = 'online'
+      where id in (select id from public.usuarios order by id desc limit 5)`;
+    const time = BigInt(cur.t);
+    const plan = (await stack.sql<{ "QUERY PLAN": string }[]>`
+      explain (analyze, buffers, costs off) ${
+      presenceStatement(stack.sql, {
+        authUserId: true,
+        lastManualLogoutAt: true,
+      }, {
+        afterId: 0,
+        limit: 100,
+        admin: false,
+        awayS: 300,
+        offlineS: 900,
+        since: {
+          time,
+          horizon: time - 1_000_000n,
+          snapshot: cur.snap,
+          awayS: 300,
+          offlineS: 900,
+        },
+      })
+    }`).map((r) => r["QUERY PLAN"]).join("\n");
+    assert.match(plan, /Index Scan on usuarios_ultimo_acceso_idx/, plan);
+    assert.doesNotMatch(plan, /Seq Scan on usuarios/, plan);
+    // The page's five rows come out of the scan, not 20,000 filtered ones.
+    assert.match(
+      plan,
+      /Bitmap Heap Scan on usuarios u \(actual time=[\d.]+ rows=5(\.00)? /,
+      plan,
+    );
+  },
+);
 
 closeStackAfterAll("presence cursor", stack);
