@@ -8,7 +8,8 @@
  *
  * @module
  */
-import { chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
+import { launchChromium } from "../tests/support/browser.ts";
 import { startStack } from "../local/stack.ts";
 
 const out = Deno.args[0] ?? "docs/demo.png";
@@ -18,16 +19,7 @@ const stack = await startStack({
   dataDir: null,
   log: () => {},
 });
-const browser = await chromium.launch({
-  executablePath: Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium",
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-  ],
-});
+const browser = await launchChromium();
 try {
   const signIn = async (email: string, password: string): Promise<Page> => {
     const context = await browser.newContext({

@@ -9,26 +9,17 @@
  * it). The README's screenshot comes from scripts/demo_screenshot.ts.
  */
 import assert from "node:assert/strict";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../support/browser.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
-const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
 // Short waits so that the test runs in seconds; the page reads them.
 const DEMO_PATH = "/demo/?interval=400&watch=250&backoff=200";
 const WAIT = { timeout: 20_000 };
 
 const stack: TestStack = await startTestStack();
-const browser: Browser = await chromium.launch({
-  executablePath: CHROMIUM,
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-  ],
-});
+const browser: Browser = await launchChromium();
 
 async function member(name: string) {
   return await stack.createUser({

@@ -28,6 +28,8 @@ import {
 } from "../_shared/match_user.ts";
 import {
   type PresenceResult,
+  presenceResult,
+  type PresenceResultRow,
   type PresenceState,
   recordPing,
   recordPingAvailable,
@@ -328,14 +330,7 @@ async function _update(
           from public.usuarios u join c on u.id = c.id
           where not exists (select 1 from upd)`
     : sql``;
-  const rows = await sql<
-    {
-      session_ok: boolean;
-      id: string | null;
-      ultimo_acceso: Date | null;
-      presence_state: PresenceState | null;
-    }[]
-  >`
+  const rows = await sql<PresenceResultRow[]>`
     with ${guard ? sql`guard as (${guard}),` : sql``}
     c as (${matchCandidate(sql, keys, columns, options.rules)}),
     upd as (
@@ -360,15 +355,7 @@ async function _update(
            res.id, res.ultimo_acceso, res.presence_state
     from (values (1)) one left join res on true
   `;
-  const row = rows[0];
-  return {
-    sessionOk: row.session_ok,
-    row: row.id === null ? null : {
-      id: Number(row.id),
-      ultimo_acceso: row.ultimo_acceso!.toISOString(),
-      presence_state: row.presence_state!,
-    },
-  };
+  return presenceResult(rows[0]);
 }
 
 function _parseOrUndefined(text: string): unknown {

@@ -143,7 +143,7 @@ export async function recordPing(
       if (!isUndefinedColumn(error)) throw error;
       rows = await run();
     }
-    return _result(rows[0]);
+    return presenceResult(rows[0]);
   } catch (error) {
     if (!_isMissingFunction(error)) throw error;
     _functionOffUntil = Date.now() + _MISSING_PAUSE_MS;
@@ -159,12 +159,14 @@ export async function recordPing(
   }
 }
 
-interface _Row {
+/** A result row of `presence.record_ping`, or of the inline statement. */
+export interface PresenceResultRow {
   session_ok: boolean;
   id: string | null;
   ultimo_acceso: Date | null;
   presence_state: PresenceState | null;
 }
+type _Row = PresenceResultRow;
 
 // `simple: false`: the extended protocol, which runs one statement only (a
 // second one in the text would be an error, not a statement), in one flight
@@ -193,7 +195,8 @@ function _call(
   `;
 }
 
-function _result(row: _Row): PresenceResult {
+/** The result of either form of the statement, as the handler answers it. */
+export function presenceResult(row: PresenceResultRow): PresenceResult {
   return {
     sessionOk: row.session_ok,
     row: row.id === null ? null : {
