@@ -90,7 +90,8 @@ Deno.test("requireAdmin: no row gives 404, a row without rights 403", () => {
 
 Deno.test("isAdmin: true exactly where requireAdmin passes", () => {
   const boss = new Set(["ana@x.io"]);
-  assert.equal(isAdmin(ana, row("admin", "correo"), new Set()), true);
+  assert.equal(isAdmin(ana, row("admin", "auth_user_id"), new Set()), true);
+  assert.equal(isAdmin(ana, row("admin", "correo"), new Set()), false);
   assert.equal(isAdmin(ana, null, boss), true);
   assert.equal(isAdmin(ana, row("usuario", "correo"), new Set()), false);
   assert.equal(
