@@ -74,13 +74,15 @@ e2eTest(
 );
 
 e2eTest(
-  "record_ping: fixed empty search_path, invoker rights, outside the exposed schemas",
+  "record_ping: fixed empty search_path and UTC, invoker rights, outside the exposed schemas",
   async () => {
     const [r] = await sql`
       select p.proconfig, p.prosecdef, n.nspname::text as schema
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where p.oid = ${SIGNATURE}::regprocedure`;
-    assert.deepEqual(r.proconfig, ['search_path=""']);
+    // UTC: a `timestamp without time zone` column holds UTC whatever the
+    // caller's TimeZone.
+    assert.deepEqual(r.proconfig, ['search_path=""', "TimeZone=UTC"]);
     assert.equal(r.prosecdef, false);
     assert.equal(r.schema, "presence");
     const config = await Deno.readTextFile(
