@@ -75,7 +75,12 @@ export async function ceilingStatements(
         sessionId: USER_NAMING.sessionId(1),
       },
       "online",
-      { rules: { usernameDomains: new Set() } },
+      // The setting the bench pins on every variant (bench/setup.ts).
+      {
+        rules: {
+          usernameDomains: new Set(LOCAL_USERNAME_MATCH_DOMAINS.split(",")),
+        },
+      },
     );
   } finally {
     await spy.end({ timeout: 5 });
