@@ -60,9 +60,7 @@ export async function ceilingStatements(
           text,
           paramTypes: [],
           count: 1,
-          sampleParams: (params as unknown[]).map((p) =>
-            p === null || p === undefined ? null : String(p)
-          ),
+          sampleParams: (params as unknown[]).map(_pgText),
         });
       }
     },
@@ -184,4 +182,16 @@ async function _replayable(
     sampleUser,
     await typeNames(sql, described.flatMap((s) => s.paramTypes)),
   );
+}
+
+// A parameter as Postgres reads it in text form: postgres.js hands its
+// debug hook JavaScript values, arrays included.
+function _pgText(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  if (Array.isArray(value)) {
+    return `{${
+      value.map((v) => `"${String(v).replace(/(["\\])/g, "\\$1")}"`).join(",")
+    }}`;
+  }
+  return String(value);
 }
