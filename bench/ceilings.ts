@@ -60,9 +60,7 @@ export async function ceilingStatements(
           text,
           paramTypes: [],
           count: 1,
-          sampleParams: (params as unknown[]).map((p) =>
-            p === null || p === undefined ? null : String(p)
-          ),
+          sampleParams: (params as unknown[]).map(_pgText),
         });
       }
     },
@@ -75,7 +73,12 @@ export async function ceilingStatements(
         sessionId: USER_NAMING.sessionId(1),
       },
       "online",
-      { rules: { usernameDomains: new Set() } },
+      // The setting the bench pins on every variant (bench/setup.ts).
+      {
+        rules: {
+          usernameDomains: new Set(LOCAL_USERNAME_MATCH_DOMAINS.split(",")),
+        },
+      },
     );
   } finally {
     await spy.end({ timeout: 5 });
@@ -179,4 +182,16 @@ async function _replayable(
     sampleUser,
     await typeNames(sql, described.flatMap((s) => s.paramTypes)),
   );
+}
+
+// A parameter as Postgres reads it in text form: postgres.js hands its
+// debug hook JavaScript values, arrays included.
+function _pgText(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  if (Array.isArray(value)) {
+    return `{${
+      value.map((v) => `"${String(v).replace(/(["\\])/g, "\\$1")}"`).join(",")
+    }}`;
+  }
+  return String(value);
 }
