@@ -1,6 +1,6 @@
 /**
  * The presence client kit: keeps the signed-in user's presence fresh the way
- * SPEC.md's client guidance asks (a ping every few minutes while the page is
+ * the service's client guidance asks (a ping every few minutes while the page is
  * used, `offline` when the user leaves), and watches everyone's status
  * through the `presence` read API.
  *
@@ -92,7 +92,7 @@ export interface PresenceKitOptions {
   url: string;
   /** The anon key, sent as `apikey` by the `pagehide` ping. */
   anonKey: string;
-  /** Time between pings (default 180 000, 3 minutes; SPEC: 2 to 5). */
+  /** Time between pings (default 180 000, 3 minutes; the guidance: 2 to 5). */
   intervalMs?: number;
   /** Time between polls of {@linkcode PresenceKit.watch} (default 15 000). */
   watchIntervalMs?: number;

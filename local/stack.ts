@@ -218,7 +218,7 @@ async function _plainIndexes(sql: postgres.Sql): Promise<string[]> {
     order by 1
   `;
   return rows.map(({ name }) =>
-    `public.usuarios: "${name}" is a plain index, not a unique one, because rows repeat that value (README, "Adopting an existing project")`
+    `public.usuarios: "${name}" is a plain index, not a unique one, because rows repeat that value (docs/adoption.md)`
   );
 }
 

@@ -23,7 +23,7 @@ grant usage on schema presence to service_role;
 -- p_email is the email as Auth reported it, and auth.* is not read at all,
 -- so this path works where the auth schema cannot be read.
 --
--- Every rule of DECISIONS "presence-ping" is kept: precedence auth_user_id >
+-- Every rule of docs/api.md "presence-ping" is kept: precedence auth_user_id >
 -- correo > nombre_usuario = email > nombre_usuario = local part (the last one
 -- only for the domains in p_username_domains, or all with '*'), lower() on
 -- both sides, the lowest id per strategy, a row linked to another identity

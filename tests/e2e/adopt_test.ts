@@ -1,5 +1,5 @@
 /**
- * Adopting an existing project (issue 12, DECISIONS "Existing projects"):
+ * Adopting an existing project (docs/adoption.md):
  * each legacy shape of `public.usuarios` is created first, in a fresh
  * database (PGlite, or PostgreSQL with TEST_DATABASE_URL) whose session
  * time zone is not UTC, then the stack is started on it with `databaseUrl`

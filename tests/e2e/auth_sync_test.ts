@@ -1,7 +1,7 @@
 /**
  * auth-sync end to end: the real supabase-js client against the local stack
  * (PGlite, or PostgreSQL with TEST_DATABASE_URL), one test per rule of
- * DECISIONS.md "Requests and errors", "Administrator rights" and "auth-sync".
+ * docs/api.md "auth-sync" and docs/security.md "Administrator rights".
  *
  * Provider failures are simulated with a loopback proxy in front of the
  * stack's Auth that forwards everything but fails (or delays, or lets

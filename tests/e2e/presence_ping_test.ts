@@ -1,7 +1,7 @@
 /**
  * presence-ping end to end: the real supabase-js client against the local
  * stack (PGlite, or PostgreSQL with TEST_DATABASE_URL), one test per rule of
- * SPEC.md sections 3, 4, 5 and 7 and DECISIONS.md "presence-ping".
+ * docs/api.md "presence-ping".
  */
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";

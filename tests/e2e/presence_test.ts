@@ -1,7 +1,7 @@
 /**
  * presence end to end: the real supabase-js client against the local stack
  * (PGlite, or PostgreSQL with TEST_DATABASE_URL), one test per rule of
- * DECISIONS.md "Reading presence": who may read, what each user item holds,
+ * docs/api.md "presence": who may read, what each user item holds,
  * each status boundary by the database clock, each query form, the cursor,
  * every error, and the legacy `usuarios` shape (last in the file).
  */

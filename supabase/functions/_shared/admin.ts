@@ -1,5 +1,5 @@
 /**
- * Administrator rights (spec 5 "Roles", DECISIONS "Administrator rights").
+ * Administrator rights (docs/security.md "Administrator rights").
  *
  * @module
  */

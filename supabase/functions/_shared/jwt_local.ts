@@ -2,7 +2,7 @@
  * Local verification of asymmetric access tokens (ES256, RS256) against the
  * project's published JWKS, cached per isolate: presence-ping's hot path,
  * which then proves in its one SQL statement that the session still exists
- * and the user is neither banned nor deleted (DECISIONS.md).
+ * and the user is neither banned nor deleted (docs/performance.md).
  *
  * Only a success is decided here. Anything else — HS256, a `kid` that is
  * not published, a bad signature, an expired token — returns `null` and the

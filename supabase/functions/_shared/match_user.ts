@@ -1,5 +1,5 @@
 /**
- * Which `usuarios` row belongs to an identity (spec 5, DECISIONS
+ * Which `usuarios` row belongs to an identity (docs/api.md
  * "presence-ping"): the first strategy that finds a row wins, in this order,
  * with the lowest `id` among several rows of one strategy:
  *

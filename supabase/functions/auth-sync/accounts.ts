@@ -6,7 +6,7 @@
  * email, so finding one address means fetching every account, page by page,
  * on each call, while one indexed statement answers a whole batch. Reading
  * is all that happens here; every change to an account still goes through
- * the Auth admin API (DECISIONS "Platform"). The lookups mirror Supabase
+ * the Auth admin API (docs/architecture.md). The lookups mirror Supabase
  * Auth's own (`FindUserByEmailAndAudience`): single instance (the nil id),
  * soft-deleted accounts excluded, emails compared lower-cased, an SSO account
  * only when no password account has the address.

@@ -1,6 +1,6 @@
 /**
  * `auth-sync`: administrators keep `usuarios` rows and their Supabase Auth
- * accounts in step (DECISIONS "auth-sync").
+ * accounts in step (docs/api.md "auth-sync").
  *
  * Checks, in this order: method and environment ({@linkcode createFunction}),
  * `Authorization`, the token, administrator rights, and only then the body,

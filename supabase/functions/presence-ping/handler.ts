@@ -188,7 +188,7 @@ export async function presencePing(
   try {
     bodyText = await readBodyText(req);
   } catch (error) {
-    // The token outranks the body (DECISIONS check order): a revoked
+    // The token outranks the body (the check order of docs/api.md "Errors"): a revoked
     // session must still answer 401 here.
     if (claims) await authenticate(token, ctx.env);
     throw error;

@@ -1,6 +1,6 @@
 /**
- * `presence`: who is online, by the database clock (DECISIONS "Reading
- * presence").
+ * `presence`: who is online, by the database clock (docs/api.md,
+ * "POST /functions/v1/presence").
  *
  * Checks, in this order: method and environment ({@linkcode createFunction}),
  * `Authorization`, the token, that the caller has a `usuarios` row or is an
