@@ -133,7 +133,7 @@ function _pushError(code: number, output: string): StartError {
       }`,
     seed
       ? "The fixture needs this project's usuarios columns; start without --seed, or run supabase/upgrades/add_optional_columns.sql first"
-      : 'Fix the table or the data it names (see docs/adoption.md); nothing of that migration was applied',
+      : "Fix the table or the data it names (see docs/adoption.md); nothing of that migration was applied",
     output,
   );
 }
