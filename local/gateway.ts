@@ -16,8 +16,14 @@ import type { LocalFunction } from "./functions.ts";
 export interface GatewayOptions {
   /** The Auth stand-in, for paths under `/auth/v1`. */
   auth: (req: Request) => Promise<Response>;
-  /** Functions by name. */
-  functions: Record<string, LocalFunction>;
+  /**
+   * Functions by name: a fixed set (tests, benchmarks), or a lookup asked on
+   * every request (the stack's `FunctionHost`, which finds new
+   * functions as they appear).
+   */
+  functions:
+    | Record<string, LocalFunction>
+    | ((name: string) => LocalFunction | undefined);
   /** Whether a bearer token is a valid JWT of this project (for `verify_jwt`). */
   isValidJwt: (token: string) => Promise<boolean>;
   /**
@@ -79,7 +85,10 @@ export function checkApiKey(
 
 const _CORS = { "Access-Control-Allow-Origin": "*" };
 
-const _FUNCTION_PATH = /^\/(?:functions\/v1|api)\/([A-Za-z0-9_-]+)\/?$/;
+// `/functions/v1/<name>` and any path below it (a function may route on
+// it), and the spec's `/api/<name>`.
+const _FUNCTION_PATH =
+  /^\/(?:functions\/v1\/([A-Za-z0-9_-]+)(?:\/.*)?|api\/([A-Za-z0-9_-]+)\/?)$/;
 
 /**
  * Builds the gateway's request handler.
@@ -112,7 +121,12 @@ export function createGateway(
         status: 404,
       });
     }
-    const fn = options.functions[match[1]];
+    const name = match[1] ?? match[2];
+    const fn = typeof options.functions === "function"
+      ? options.functions(name)
+      : Object.hasOwn(options.functions, name)
+      ? options.functions[name]
+      : undefined;
     if (!fn) {
       return Response.json({
         code: "NOT_FOUND",

@@ -19,6 +19,7 @@ import {
 import { bootstrapDatabase } from "./db/bootstrap.ts";
 import { startPgliteServer } from "./db/pglite_server.ts";
 import { functionEnv, localFunctions } from "./functions.ts";
+import { FunctionHost } from "./function_host.ts";
 import { createDemo } from "./demo.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
 import { fixtureBelongs, PROJECT_DIR, pushMigrations } from "./migrate.ts";
@@ -40,6 +41,16 @@ export interface StackOptions {
   databaseUrl?: string;
   /** Extra function environment, applied last. */
   functionEnv?: Record<string, string>;
+  /**
+   * How the functions run. `"workers"` (what `npm start` asks for): every
+   * function under `supabase/functions/` through its deployed `index.ts`,
+   * each in a Deno process of its own, reloaded when its files change, as
+   * `supabase functions serve` does ({@linkcode FunctionHost}).
+   * `"in-process"` (default): the three handlers imported into this
+   * process, which is what tests and benchmarks that hand the handlers
+   * their dependencies need, at no process cost per stack.
+   */
+  functions?: "workers" | "in-process";
   /**
    * Whether sign-ups wait for email confirmation (default: config.toml
    * `[auth.email] enable_confirmations`, false as in `supabase start`).
@@ -166,9 +177,17 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
       overrides: options.functionEnv,
     });
+    let functions;
+    if (options.functions !== "workers") {
+      functions = localFunctions(env);
+    } else {
+      const host = new FunctionHost({ projectDir: PROJECT_DIR, env, log });
+      cleanups.push(() => host.close());
+      functions = (name: string) => host.lookup(name);
+    }
     const gateway = createGateway({
       auth,
-      functions: localFunctions(env),
+      functions,
       isValidJwt: localJwtCheck(signingKey),
       apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
       demo: createDemo({ anonKey: LOCAL_ANON_KEY }),

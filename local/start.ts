@@ -67,6 +67,7 @@ async function _start(): Promise<Stack> {
       DEFAULT_DATA_DIR,
     databaseUrl: values["database-url"] ?? Deno.env.get("DATABASE_URL"),
     seed: values.seed || _flagEnv("LOCAL_SEED") ? true : undefined,
+    functions: "workers",
     log: (line) => console.log(line.trimEnd()),
   });
 }

@@ -147,6 +147,12 @@ e2eTest(
       });
       assert.equal(spec.status, 200);
       assert.equal((await spec.json()).user.id, ping.body.user.id);
+      // Served as `supabase functions serve` serves it: its deployed entry,
+      // in a worker of its own.
+      assert.match(
+        running.output(),
+        /\[presence-ping\] Starting supabase\/functions\/presence-ping\/index\.ts/,
+      );
 
       const refreshed = await client.auth.refreshSession();
       assert.equal(refreshed.error, null);
