@@ -42,6 +42,10 @@ export function createFunction(
     const requestId = req.headers.get("x-request-id") ?? crypto.randomUUID();
     const started = performance.now();
     let response: Response;
+    // Why a call was refused, for its log line: the code the client got,
+    // and the public detail when there is one (Auth's reason for a token).
+    let code: string | undefined;
+    let reason: unknown;
     try {
       if (
         req.method === "OPTIONS" &&
@@ -57,6 +61,8 @@ export function createFunction(
       }
     } catch (error) {
       response = errorResponse(error, requestId);
+      code = error instanceof HttpError ? error.code : "internal_error";
+      reason = error instanceof HttpError ? error.extra.error : undefined;
       if (!(error instanceof HttpError) || error.status >= 500) {
         const cause = error instanceof HttpError ? error.cause : error;
         logEvent("error", `Request failed in "${name}"`, {
@@ -71,6 +77,8 @@ export function createFunction(
       request_id: requestId,
       method: req.method,
       status: response.status,
+      code,
+      reason: typeof reason === "string" ? reason : undefined,
       ms: Math.round(performance.now() - started),
     });
     return response;

@@ -107,3 +107,31 @@ Deno.test("readJsonBody: empty is undefined, bad JSON is 400 bad_json", async ()
       e instanceof HttpError && e.code === "bad_json" && e.status === 400,
   );
 });
+
+Deno.test("createFunction: a refused call's log line says why (status, code, and the public reason)", async () => {
+  const refuse = createFunction(
+    "t",
+    (n) => env[n],
+    () =>
+      Promise.reject(
+        new HttpError("invalid_token", { extra: { error: "JWT expired" } }),
+      ),
+  );
+  const lines: string[] = [];
+  const log = console.log;
+  console.log = (line: string) => lines.push(line);
+  try {
+    const res = await refuse(new Request("http://x/", { method: "POST" }));
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  } finally {
+    console.log = log;
+  }
+  const handled = lines.map((l) => JSON.parse(l)).find((l) =>
+    l.msg === "Request handled"
+  );
+  assert.equal(handled.fn, "t");
+  assert.equal(handled.status, 401);
+  assert.equal(handled.code, "invalid_token");
+  assert.equal(handled.reason, "JWT expired");
+});
