@@ -34,6 +34,8 @@ export interface GatewayOptions {
   apiKeys?: readonly string[];
   /** The demo page, for paths under `/demo` (none when absent). */
   demo?: (req: Request) => Promise<Response>;
+  /** The local inbox, for paths under `/inbox` (none when absent). */
+  inbox?: (req: Request) => Promise<Response>;
 }
 
 // Auth paths the hosted gateway and `supabase start`'s Kong serve without a
@@ -114,6 +116,12 @@ export function createGateway(
       options.demo && (pathname === "/demo" || pathname.startsWith("/demo/"))
     ) {
       return await options.demo(req);
+    }
+    if (
+      options.inbox &&
+      (pathname === "/inbox" || pathname.startsWith("/inbox/"))
+    ) {
+      return await options.inbox(req);
     }
     const match = _FUNCTION_PATH.exec(pathname);
     if (!match) {

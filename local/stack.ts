@@ -22,6 +22,8 @@ import { functionEnv, localFunctions } from "./functions.ts";
 import { FunctionHost } from "./function_host.ts";
 import { createDemo } from "./demo.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
+import { Inbox } from "./auth/mailer.ts";
+import { inboxPage } from "./inbox.ts";
 import { fixtureBelongs, PROJECT_DIR, pushMigrations } from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
 import { redactUrl, StartError } from "./start_error.ts";
@@ -82,6 +84,8 @@ export interface Stack {
   readonly database: "pglite" | "postgres";
   /** Whether the local fixture was written (or kept) in this database. */
   readonly seeded: boolean;
+  /** The mails Auth sent (also at `/inbox/` on the API port). */
+  readonly inbox: Inbox;
   /** Stops the gateway, the pools and the database. */
   close(): Promise<void>;
 }
@@ -110,6 +114,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
+    // A config.toml the stand-in cannot honour is refused before anything
+    // starts.
+    const config = authConfig();
     // Checked first, so a taken port fails before anything touches a
     // database; bound for real below.
     const apiPort = _freeOrFail(host, options.apiPort ?? 54321, "--port");
@@ -158,7 +165,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
     const apiUrl = `http://${host}:${apiPort}`;
 
-    const config = _authConfig();
+    const inbox = new Inbox((mail) =>
+      log(
+        `Mail "${mail.subject}" to ${mail.to}: open ${apiUrl}/inbox/${mail.id}`,
+      )
+    );
     const auth = createAuthApi({
       sql,
       jwtSecret: LOCAL_JWT_SECRET,
@@ -169,6 +180,13 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       issuer: `${apiUrl}/auth/v1`,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      inbox,
+      siteUrl: config.siteUrl,
+      additionalRedirectUrls: config.additionalRedirectUrls,
+      otpExpiry: config.otpExpiry,
+      signupEnabled: config.signupEnabled,
+      minPasswordLength: config.minPasswordLength,
+      log: (line) => log(`[auth] ${line}`),
     });
     const env = functionEnv({
       apiUrl,
@@ -191,6 +209,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       isValidJwt: localJwtCheck(signingKey),
       apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
       demo: createDemo({ anonKey: LOCAL_ANON_KEY }),
+      inbox: inboxPage(inbox),
     });
     let server: Deno.HttpServer;
     try {
@@ -220,6 +239,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       jwtSecret: LOCAL_JWT_SECRET,
       database,
       seeded,
+      inbox,
       close,
     };
   } catch (error) {
@@ -290,18 +310,67 @@ async function _reach<T>(url: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
-// What the Auth stand-in takes from config.toml, as `supabase start` does.
-function _authConfig(): { jwtExpiry: number; emailConfirmations: boolean } {
-  const config = parseToml(
-    Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
-  ) as {
+/** What the Auth stand-in takes from config.toml, as `supabase start` does. */
+export interface AuthConfig {
+  jwtExpiry: number;
+  emailConfirmations: boolean;
+  siteUrl: string;
+  additionalRedirectUrls: string[];
+  otpExpiry: number;
+  signupEnabled: boolean;
+  minPasswordLength: number;
+}
+
+/**
+ * Reads `[auth]` of config.toml (`text`, default the project's file). A
+ * setting that changes what Auth does and that the stand-in cannot honour
+ * is a {@linkcode StartError} naming it, never silently ignored.
+ */
+export function authConfig(
+  text = Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
+): AuthConfig {
+  const config = parseToml(text) as {
     auth?: {
+      site_url?: string;
+      additional_redirect_urls?: string[];
       jwt_expiry?: number;
-      email?: { enable_confirmations?: boolean };
+      enable_signup?: boolean;
+      enable_anonymous_sign_ins?: boolean;
+      minimum_password_length?: number;
+      password_requirements?: string;
+      email?: {
+        enable_confirmations?: boolean;
+        otp_expiry?: number;
+        enable_signup?: boolean;
+      };
     };
   };
+  const auth = config.auth ?? {};
+  const refuse = (setting: string, what: string) => {
+    throw new StartError(
+      `supabase/config.toml sets ${setting}, which the local Auth stand-in does not support (${what})`,
+      "Remove the setting for local work, or use supabase start (Docker)",
+    );
+  };
+  if (auth.enable_anonymous_sign_ins === true) {
+    refuse("[auth] enable_anonymous_sign_ins = true", "anonymous sign-ins");
+  }
+  if (auth.password_requirements) {
+    refuse(
+      `[auth] password_requirements = "${auth.password_requirements}"`,
+      "only minimum_password_length is checked",
+    );
+  }
+  if (auth.email?.enable_signup === false) {
+    refuse("[auth.email] enable_signup = false", "email is its only provider");
+  }
   return {
-    jwtExpiry: config.auth?.jwt_expiry ?? 3600,
-    emailConfirmations: config.auth?.email?.enable_confirmations ?? false,
+    jwtExpiry: auth.jwt_expiry ?? 3600,
+    emailConfirmations: auth.email?.enable_confirmations ?? false,
+    siteUrl: auth.site_url ?? "http://127.0.0.1:3000",
+    additionalRedirectUrls: auth.additional_redirect_urls ?? [],
+    otpExpiry: auth.email?.otp_expiry ?? 3600,
+    signupEnabled: auth.enable_signup ?? true,
+    minPasswordLength: auth.minimum_password_length ?? 6,
   };
 }
