@@ -26,6 +26,7 @@ import { Inbox } from "./auth/mailer.ts";
 import { inboxPage } from "./inbox.ts";
 import { fixtureBelongs, PROJECT_DIR, pushMigrations } from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
+import { type DataLock, lockDataDir } from "./data_lock.ts";
 import { redactUrl, StartError } from "./start_error.ts";
 import { parse as parseToml } from "smol-toml";
 
@@ -67,6 +68,12 @@ export interface StackOptions {
   seed?: boolean;
   /** Create the seeded identities when the fixture is written (default true). */
   seedIdentities?: boolean;
+  /**
+   * Delete PGlite's data in `dataDir` before starting: a fresh database,
+   * migrated and seeded again (`npm run reset`). Refused with
+   * `databaseUrl`, whose database the stack does not own.
+   */
+  reset?: boolean;
   /** ES256 key to sign access tokens with (default: from dataDir, or new). */
   signingKey?: SigningKey;
   /** Progress lines, e.g. `console.log`; silent by default. */
@@ -110,6 +117,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     ? DEFAULT_DATA_DIR
     : options.dataDir;
   const cleanups: (() => Promise<void>)[] = [];
+  let locked: DataLock | null = null;
   const close = async () => {
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
@@ -120,10 +128,28 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     // Checked first, so a taken port fails before anything touches a
     // database; bound for real below.
     const apiPort = _freeOrFail(host, options.apiPort ?? 54321, "--port");
+    if (options.reset && options.databaseUrl) {
+      throw new StartError(
+        "--reset deletes the local PGlite data and does not touch a database given by --database-url",
+        "Drop and recreate that database yourself, or leave out --database-url",
+      );
+    }
+    if (dataDir) {
+      await Deno.mkdir(dataDir, { recursive: true });
+      const lock = await lockDataDir(dataDir);
+      cleanups.push(() => lock.release());
+      locked = lock;
+      if (options.reset) {
+        await Deno.remove(`${dataDir}/pglite`, { recursive: true })
+          .catch((error) => {
+            if (!(error instanceof Deno.errors.NotFound)) throw error;
+          });
+        log(`Deleted the local database in ${dataDir}/pglite`);
+      }
+    }
     let dbUrl = options.databaseUrl;
     let database: Stack["database"] = "postgres";
     if (!dbUrl) {
-      if (dataDir) await Deno.mkdir(dataDir, { recursive: true });
       const dbPort = options.dbPort ?? 54322;
       const server = await startPgliteServer({
         dataDir: dataDir ? `${dataDir}/pglite` : undefined,
@@ -227,6 +253,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       await closeDatabases(dbUrl);
     });
     log(`Serving the API on ${apiUrl}`);
+    await locked?.record({ database, apiUrl, dbUrl });
 
     if (seeded && (options.seedIdentities ?? true)) {
       await seedIdentities(apiUrl, LOCAL_SERVICE_ROLE_KEY);
