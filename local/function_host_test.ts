@@ -206,3 +206,49 @@ Deno.test({
     }
   },
 });
+
+Deno.test("supabase/functions/*/deno.json: every function has one, pinning package.json's versions, with only packages its code imports (nothing dev-only deploys)", async () => {
+  const pkg = JSON.parse(await Deno.readTextFile(`${ROOT}package.json`));
+  const dir = `${ROOT}supabase/functions`;
+  const functions = [...Deno.readDirSync(dir)]
+    .filter((e) => e.isDirectory && !e.name.startsWith("_"))
+    .map((e) => e.name);
+  assert.ok(functions.length >= 3);
+  for (const name of functions) {
+    const config = JSON.parse(
+      await Deno.readTextFile(`${dir}/${name}/deno.json`),
+    );
+    for (const [bare, specifier] of Object.entries(config.imports)) {
+      const match = /^npm:(@?[^@]+)@(.+)$/.exec(String(specifier));
+      assert.ok(match, `${name}: ${specifier}`);
+      assert.equal(match[1], bare, `${name}: ${bare}`);
+      assert.equal(
+        match[2],
+        pkg.dependencies[bare],
+        `${name}: ${bare} is not package.json's ${pkg.dependencies[bare]}`,
+      );
+    }
+    // What the deployed code imports by bare name, here or in _shared.
+    const used = new Set<string>();
+    for (const folder of [`${dir}/${name}`, `${dir}/_shared`]) {
+      for (const entry of Deno.readDirSync(folder)) {
+        if (!entry.name.endsWith(".ts") || entry.name.endsWith("_test.ts")) {
+          continue;
+        }
+        const text = await Deno.readTextFile(`${folder}/${entry.name}`);
+        for (const m of text.matchAll(/from "([^".][^"]*)"/g)) {
+          if (!m[1].startsWith("node:")) used.add(m[1]);
+        }
+      }
+    }
+    for (const bare of used) {
+      assert.ok(bare in config.imports, `${name} imports ${bare}`);
+    }
+    for (const bare of Object.keys(config.imports)) {
+      assert.ok(
+        ["@supabase/supabase-js", "postgres", "jose", "zod"].includes(bare),
+        `${name}: ${bare} is not a runtime dependency`,
+      );
+    }
+  }
+});

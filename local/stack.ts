@@ -181,6 +181,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       onnotice: () => {},
     });
     cleanups.push(() => sql.end({ timeout: 5 }));
+    const [{ version }] = await sql<{ version: string }[]>`
+      select current_setting('server_version') as version`;
+    log(`Database: PostgreSQL ${version} (${database})`);
     // The CLI does not show the migrations' NOTICEs: say here which lookup
     // indexes had to be plain because the data repeats values.
     for (const line of await _plainIndexes(sql)) log(line);

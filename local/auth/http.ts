@@ -220,7 +220,7 @@ export function notFoundRoute(req: Request): Response {
   return errorResponse(
     notFound(
       "not_found",
-      `${req.method} ${pathname} is not supported by the local Auth stand-in (docs/api.md, "The local Auth stand-in", lists what it serves)`,
+      `${req.method} ${pathname} is not supported by the local Auth stand-in (docs/local.md lists what it serves)`,
     ),
     req,
   );
