@@ -804,7 +804,7 @@ Deno.test("auth api: jwks.json publishes the ES256 verification key; health and 
       code: 404,
       error_code: "not_found",
       msg:
-        'GET /auth/v1/nope is not supported by the local Auth stand-in (docs/local.md lists what it serves)',
+        "GET /auth/v1/nope is not supported by the local Auth stand-in (docs/local.md lists what it serves)",
     });
     const wrongMethod = await h.fetch("/signup");
     assert.equal(wrongMethod.status, 405);
