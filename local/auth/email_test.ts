@@ -362,3 +362,25 @@ Deno.test("auth api: /authorize (OAuth) and unknown routes answer JSON errors th
     assert.match(String(body.message), /not supported by the local Auth/);
   });
 });
+
+Deno.test("auth email: verifyOtp with a phone answers as Supabase Auth does when no account has it (403 otp_expired; a malformed number 400 validation_failed)", async () => {
+  await withHarness(async (h) => {
+    const missing = await h.anon().auth.verifyOtp({
+      phone: "+15555550123",
+      token: "123456",
+      type: "sms",
+    });
+    assert.ok(isAuthApiError(missing.error));
+    assert.equal(missing.error.status, 403);
+    assert.equal(missing.error.code, "otp_expired");
+    assert.equal(missing.error.message, "Token has expired or is invalid");
+    const malformed = await h.anon().auth.verifyOtp({
+      phone: "not-a-phone",
+      token: "123456",
+      type: "sms",
+    });
+    assert.ok(isAuthApiError(malformed.error));
+    assert.equal(malformed.error.status, 400);
+    assert.equal(malformed.error.code, "validation_failed");
+  });
+});
