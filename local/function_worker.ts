@@ -46,6 +46,14 @@ async function _main(): Promise<void> {
       return listen(handler);
     },
   });
+  // The Edge Runtime's global for work that outlives the response; here
+  // the process lives on, so the promise only needs its failure logged.
+  const g = globalThis as { EdgeRuntime?: unknown };
+  g.EdgeRuntime ??= {
+    waitUntil: (work: Promise<unknown>) => {
+      work.catch((error) => console.error(error));
+    },
+  };
   const mod = await import(entry);
   if (served) return;
   const fetch = (mod.default as { fetch?: unknown } | undefined)?.fetch;
