@@ -23,6 +23,10 @@ export interface Identity {
   readonly email: string | null;
   /** Whether Auth has confirmed the email. */
   readonly emailConfirmed: boolean;
+  /** `email_confirmed_at` (ISO), `null` while unconfirmed. */
+  readonly emailConfirmedAt: string | null;
+  /** `created_at` of the account (ISO). */
+  readonly createdAt: string | null;
 }
 
 /** How long Supabase Auth may take before the provider counts as down. */
@@ -82,6 +86,8 @@ export async function authenticate(
     id: user.id,
     email: user.email ? user.email.toLowerCase() : null,
     emailConfirmed: Boolean(user.email_confirmed_at),
+    emailConfirmedAt: user.email_confirmed_at ?? null,
+    createdAt: user.created_at ?? null,
   };
 }
 

@@ -9,7 +9,7 @@
  * @module
  */
 import { authenticate, bearerToken, type Identity } from "../_shared/auth.ts";
-import { requireAdmin } from "../_shared/admin.ts";
+import { adminPolicy, requireAdmin } from "../_shared/admin.ts";
 import { withColumns } from "../_shared/columns.ts";
 import { database } from "../_shared/db.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
@@ -52,7 +52,7 @@ export async function authSync(
     (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
   );
   try {
-    requireAdmin(identity, row, ctx.env.adminEmails);
+    await requireAdmin(identity, row, adminPolicy(ctx.env));
   } catch (error) {
     _logRefused(error, ctx, identity);
     if (error instanceof HttpError && error.code === "admin_required") {
