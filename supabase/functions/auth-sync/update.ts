@@ -366,6 +366,10 @@ async function _settleLostUpdate(
   }
   const emailApplied = input.email !== undefined && now !== undefined &&
     input.email !== account.email && now.email === input.email;
+  if (
+    input.email !== undefined && !emailApplied &&
+    await _heldByAnother(sql, input.email, account.id)
+  ) return { state: "email_taken" };
   const left: ProviderField[] = [];
   if (emailApplied && !(await _restoreEmail(sql, env, account))) {
     left.push("email");
@@ -436,6 +440,27 @@ async function _deleteAccount(
     const { byId } = await findAccounts(sql, { ids: [accountId] });
     return !byId.has(accountId);
   } catch {
+    return false;
+  }
+}
+
+// Whether another account holds `email` now. Auth makes an account change
+// in one transaction, so a request whose new email another account holds
+// could not commit at all: Auth's 500 was its unique index refusing it (a
+// concurrent change to the same email won), not a lost answer.
+async function _heldByAnother(
+  sql: Sql,
+  email: string,
+  accountId: string,
+): Promise<boolean> {
+  const address = normalizeEmail(email);
+  if (address === null) return false;
+  try {
+    const holder = (await findAccounts(sql, { emails: [address] })).byEmail
+      .get(address);
+    return holder !== undefined && holder.id !== accountId;
+  } catch (error) {
+    _logLost("Email holder not read after a lost answer", error);
     return false;
   }
 }
