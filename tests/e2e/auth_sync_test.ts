@@ -26,6 +26,7 @@ import {
   type TestUser,
 } from "../support/stack.ts";
 import { hs256Token } from "../support/tokens.ts";
+import { AT_CREATION_MS } from "../../supabase/functions/_shared/email_proof.ts";
 
 const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
 const PENDING_EMAIL = `pending-${crypto.randomUUID().slice(0, 8)}@test.local`;
@@ -416,6 +417,37 @@ e2eTest(
       message: "No se encontró el usuario en la tabla usuarios",
       code: "user_not_found",
     });
+  },
+);
+
+e2eTest(
+  "auth-sync: where Auth confirms by mail, an ADMIN_EMAILS account confirmed after its creation is an administrator",
+  async () => {
+    const [account] = await stack.sql`
+      select id::text from auth.users where email = ${PENDING_EMAIL}`;
+    assert.ok(account, "the previous test created the pending account");
+    // Confirmed well after its creation, as a mail link would confirm it
+    // (the stand-in sends no mail; the admin API confirms in its place).
+    await new Promise((r) => setTimeout(r, AT_CREATION_MS + 50));
+    const password = `Pw-${crypto.randomUUID()}`;
+    const confirmed = await stack.admin().auth.admin.updateUserById(
+      account.id,
+      { email_confirm: true, password },
+    );
+    assert.equal(confirmed.error, null);
+    const client = stack.anon();
+    const signIn = await client.auth.signInWithPassword({
+      email: PENDING_EMAIL,
+      password,
+    });
+    assert.equal(signIn.error, null);
+    const res = await invoke(client, "auth-sync", {
+      body: { action: "sync", ids: [admin.rowId], dry_run: true },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(res.body.results, [
+      { id: admin.rowId, status: "in_sync", auth_user_id: admin.id },
+    ]);
   },
 );
 
