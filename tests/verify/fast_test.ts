@@ -29,7 +29,11 @@ import { runDbOutage, runProviderFaults } from "./faults.ts";
 import { cursorKeySecrets, scanLogs } from "./secrets.ts";
 
 const SEED = Number(Deno.env.get("VERIFY_SEED") ?? 20261122);
-const ADMIN_EMAILS = ["jefa@example.com", "unconfirmed-boss@verify.test"];
+const ADMIN_EMAILS = [
+  "jefa@example.com",
+  "unconfirmed-boss@verify.test",
+  "claimed-boss@verify.test",
+];
 
 const logs = captureConsole();
 const db = Deno.env.get("TEST_DATABASE_URL")

@@ -62,7 +62,11 @@ const seed = Number(
 );
 const badRequests = Number(values.requests ?? 2500);
 const loadUsers = Number(values.users ?? 1000);
-const ADMIN_EMAILS = ["jefa@example.com", "unconfirmed-boss@verify.test"];
+const ADMIN_EMAILS = [
+  "jefa@example.com",
+  "unconfirmed-boss@verify.test",
+  "claimed-boss@verify.test",
+];
 
 const tally = new Tally();
 const secrets = new Secrets();
