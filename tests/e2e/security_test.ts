@@ -7,6 +7,8 @@
  */
 import assert from "node:assert/strict";
 import type { SupabaseClient } from "@supabase/supabase-js";
+import postgres from "postgres";
+import { createTestDatabase } from "../../local/testing/database.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { adminWriteProxy, authServerError } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
@@ -17,6 +19,8 @@ import {
   type TestUser,
 } from "../support/stack.ts";
 
+const MIGRATIONS = new URL("../../supabase/migrations", import.meta.url)
+  .pathname;
 const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
 // Listed, and its account created by an administrator before its owner
 // confirmed it: the door a first sign-up opened.
@@ -799,6 +803,54 @@ e2eTest(
       await foreign.shutdown();
     }
     assert.equal(requests, 0);
+  },
+);
+
+const ROL_COMMENT = "Role; administrador, admin, superadmin and super-admin " +
+  "grant administrator rights only on a row linked to the caller by " +
+  "auth_user_id, never on a row matched by correo or nombre_usuario.";
+
+async function rolComment(sql: postgres.Sql): Promise<string | null> {
+  const [r] = await sql`
+    select col_description('public.usuarios'::regclass, a.attnum) as c
+    from pg_attribute a
+    where a.attrelid = 'public.usuarios'::regclass and a.attname = 'rol'`;
+  return r.c;
+}
+
+e2eTest(
+  "migrations: the comment on usuarios.rol says only a row linked by auth_user_id grants rights",
+  async () => {
+    assert.equal(await rolComment(stack.sql), ROL_COMMENT);
+  },
+);
+
+e2eTest(
+  "migrations: the rol comment fix leaves an owner's own comment alone",
+  async () => {
+    const db = await createTestDatabase();
+    const sql = postgres(db.url, {
+      max: 1,
+      prepare: false,
+      onnotice: () => {},
+    });
+    try {
+      await sql.unsafe(
+        await Deno.readTextFile(
+          `${MIGRATIONS}/20261122080000_create_usuarios.sql`,
+        ),
+      );
+      await sql`comment on column public.usuarios.rol is 'Our own words.'`;
+      await sql.unsafe(
+        await Deno.readTextFile(
+          `${MIGRATIONS}/20261124010100_comment_usuarios_rol.sql`,
+        ),
+      );
+      assert.equal(await rolComment(sql), "Our own words.");
+    } finally {
+      await sql.end();
+      await db.close();
+    }
   },
 );
 
