@@ -13,9 +13,11 @@
  * @module
  */
 import {
+  createLocalJWKSet,
   createRemoteJWKSet,
   decodeProtectedHeader,
   errors,
+  type JWK,
   jwtVerify,
 } from "jose";
 import { PROVIDER_TIMEOUT_MS, providerUnavailable } from "./auth.ts";
@@ -40,7 +42,25 @@ const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // most every 30 s, and times out like every other call to Auth.
 const _jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
 
-function _keySet(env: FunctionEnv): ReturnType<typeof createRemoteJWKSet> {
+// The platform's SUPABASE_JWKS, where set, spares the fetch: the same keys
+// the endpoint publishes, handed to the function at start.
+// The environment is read per request, so sets are kept by their text.
+const _localJwks = new Map<string, ReturnType<typeof createLocalJWKSet>>();
+
+function _keySet(
+  env: FunctionEnv,
+):
+  | ReturnType<typeof createRemoteJWKSet>
+  | ReturnType<typeof createLocalJWKSet> {
+  if (env.jwks) {
+    const text = JSON.stringify(env.jwks.keys);
+    let local = _localJwks.get(text);
+    if (!local) {
+      local = createLocalJWKSet({ keys: [...env.jwks.keys] as JWK[] });
+      _localJwks.set(text, local);
+    }
+    return local;
+  }
   let set = _jwks.get(env.supabaseUrl);
   if (!set) {
     set = createRemoteJWKSet(
