@@ -22,6 +22,12 @@ export interface TestStack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
+  /**
+   * The `sb_publishable_…` and `sb_secret_…` keys (an external stack's from
+   * `E2E_SUPABASE_PUBLISHABLE_KEY` / `E2E_SUPABASE_SECRET_KEY`, else empty).
+   */
+  readonly publishableKey: string;
+  readonly secretKey: string;
   /** Whether this is an already running stack (`E2E_SUPABASE_URL`) that closing leaves up. */
   readonly external: boolean;
   /** The key the local Auth signs access tokens with (absent for an external stack). */
@@ -86,6 +92,8 @@ export async function startTestStack(
 ): Promise<TestStack> {
   const external = Deno.env.get("E2E_SUPABASE_URL");
   let apiUrl: string, dbUrl: string, anonKey: string, serviceRoleKey: string;
+  let publishableKey = Deno.env.get("E2E_SUPABASE_PUBLISHABLE_KEY") ?? "";
+  let secretKey = Deno.env.get("E2E_SUPABASE_SECRET_KEY") ?? "";
   let stop: () => Promise<void>;
   let signingKey: SigningKey | null = null;
   if (external) {
@@ -109,7 +117,8 @@ export async function startTestStack(
       emailConfirmations: options.emailConfirmations,
       seedIdentities: false,
     });
-    ({ apiUrl, dbUrl, anonKey, serviceRoleKey } = stack);
+    ({ apiUrl, dbUrl, anonKey, serviceRoleKey, publishableKey, secretKey } =
+      stack);
     stop = async () => {
       await stack.close();
       await db?.close();
@@ -130,6 +139,8 @@ export async function startTestStack(
     dbUrl,
     anonKey,
     serviceRoleKey,
+    publishableKey,
+    secretKey,
     external: Boolean(external),
     signingKey,
     sql,
@@ -140,6 +151,8 @@ export async function startTestStack(
         dbUrl,
         anonKey,
         serviceRoleKey,
+        publishableKey: publishableKey || undefined,
+        secretKey: secretKey || undefined,
         overrides,
       });
       const server = Deno.serve(
