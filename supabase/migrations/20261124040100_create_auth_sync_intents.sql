@@ -20,6 +20,7 @@ create table if not exists public.auth_sync_intents (
   actor_email text,
   created_at timestamptz not null default now(),
   settled_at timestamptz,
+  settled_by uuid,
   outcome text
 );
 
@@ -39,6 +40,8 @@ comment on column public.auth_sync_intents.new_email is
   'The email the call sets: an undo, or a settling, applies only while the account still holds it.';
 comment on column public.auth_sync_intents.row_set is
   'The usuarios columns the call writes once Auth has changed (correo, nombre_usuario, auth_user_id); no secret.';
+comment on column public.auth_sync_intents.settled_by is
+  'Lease holder of the call that settled the intent: the writing call itself, or a later call that found it open.';
 comment on column public.auth_sync_intents.outcome is
   'applied (row written), undone, unchanged (Auth did not apply it), superseded (the account holds neither email), unknown (a password: cannot be read back), left_changed (Auth changed, could not be undone).';
 

@@ -190,7 +190,7 @@ async function _undo(
 async function _settle(scope: Scope, undone: _Undone): Promise<void> {
   if (undone.outcome === null) return;
   try {
-    await settleIntent(scope.sql, scope.intentId, undone.outcome);
+    await settleIntent(scope.sql, scope.intentId, undone.outcome, scope.lease);
   } catch (error) {
     // The intent stays open; the row's next holder settles it.
     _log("Intent not settled", error);

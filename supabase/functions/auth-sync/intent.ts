@@ -88,36 +88,52 @@ export async function recordIntent(
 }
 
 /**
- * Settles the intent `id` with `outcome`, unless it is settled already.
- * Pass the transaction that writes the row, so that the intent is settled
- * exactly when the row is written. True when this call settled it.
+ * Settles the intent `id` with `outcome` for the lease holder `by`, unless
+ * it is settled already. Pass the transaction that writes the row, so that
+ * the intent is settled exactly when the row is written. True when this
+ * call settled it.
  */
 export async function settleIntent(
   sql: postgres.ISql,
   id: string,
   outcome: IntentOutcome,
+  by: Lease,
 ): Promise<boolean> {
   const rows = await sql`
     update public.auth_sync_intents
-    set settled_at = now(), outcome = ${outcome}
+    set settled_at = now(), outcome = ${outcome},
+        settled_by = ${by.holder}::uuid
     where id = ${id}::uuid and settled_at is null
     returning 1
   `;
   return rows.length === 1;
 }
 
+/** How an intent was settled, and by which lease holder. */
+export interface IntentState {
+  readonly outcome: IntentOutcome;
+  readonly settledBy: string;
+}
+
 /**
  * How the intent `id` ended, `null` while it is open: read back after a
- * write whose COMMIT answer was lost, it says whether the COMMIT landed.
+ * write whose COMMIT answer was lost, it says whether the COMMIT landed
+ * (settled `applied` by the writing call's own lease holder) or another
+ * call settled it meanwhile.
  */
-export async function intentOutcome(
+export async function intentState(
   sql: Sql,
   id: string,
-): Promise<IntentOutcome | null> {
-  const [row] = await sql<{ outcome: IntentOutcome | null }[]>`
-    select outcome from public.auth_sync_intents where id = ${id}::uuid
+): Promise<IntentState | null> {
+  const [row] = await sql<
+    { outcome: IntentOutcome | null; settled_by: string | null }[]
+  >`
+    select outcome, settled_by::text from public.auth_sync_intents
+    where id = ${id}::uuid
   `;
-  return row?.outcome ?? null;
+  return row?.outcome && row.settled_by
+    ? { outcome: row.outcome, settledBy: row.settled_by }
+    : null;
 }
 
 /** One settled intent, as the reconcile report lists it. */
@@ -163,7 +179,7 @@ export async function settleOrphans(
   const settled: Settled[] = [];
   for (const row of open) {
     const intent = _intent(row);
-    const outcome = await _settleOne(sql, intent, columns);
+    const outcome = await _settleOne(sql, lease, intent, columns);
     settled.push({ intent_id: intent.id, target_id: intent.targetId, outcome });
     logEvent("warn", "Open intent settled", {
       fn: "auth-sync",
@@ -211,6 +227,7 @@ function _intent(row: _IntentRow): Intent {
 
 async function _settleOne(
   sql: Sql,
+  lease: Lease,
   intent: Intent,
   columns: { authUserId: boolean },
 ): Promise<IntentOutcome> {
@@ -250,7 +267,7 @@ async function _settleOne(
           where u.id = ${intent.targetId}
         `;
       }
-      if (!(await settleIntent(tx, intent.id, outcome))) return;
+      if (!(await settleIntent(tx, intent.id, outcome, lease))) return;
       await writeAudit(tx, {
         actor: intent.actor,
         action: "update",

@@ -9,7 +9,7 @@ import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import type { Sql } from "../_shared/db.ts";
 import { settleOrphans } from "./intent.ts";
 import { releaseLease, tryLease } from "./lease.ts";
-import type { ReconcileRequest } from "./schema.ts";
+import { MAX_SYNC_LIMIT, type ReconcileRequest } from "./schema.ts";
 
 /** An open intent, settled (or, on a dry run, found open). */
 export interface SettledView {
@@ -39,9 +39,11 @@ export interface ReconcileResult {
 /**
  * Runs a `reconcile` request:
  *
- * - every open intent whose call's lease has lapsed is settled under the
- *   row's lease, taken without waiting (a row another update holds is left
- *   for later); `dry_run` lists them with outcome `open` instead;
+ * - the open intents whose call's lease has lapsed, oldest first and up to
+ *   {@linkcode MAX_SYNC_LIMIT} a call, are settled under the row's lease,
+ *   taken without waiting (a row another update holds is left for later);
+ *   `dry_run` lists them with outcome `open` instead. Paging does not apply
+ *   to them: a call after them all finds none left;
  * - among up to `limit` linked rows after `after_id`, in id order, those
  *   whose lower-cased `correo` is not their account's email are listed.
  *   Without the `auth_user_id` column no row is linked, and none is listed.
@@ -75,7 +77,7 @@ async function _settleOpen(
         where l.target_id = i.target_id and l.expires_at > now()
       )
     order by i.created_at
-    limit ${input.limit}
+    limit ${MAX_SYNC_LIMIT}
   `;
   if (input.dry_run) {
     return open.map((i) => ({

@@ -65,8 +65,8 @@ import {
   undoAfterFailedWrite,
 } from "./compensate.ts";
 import {
-  type IntentOutcome,
-  intentOutcome,
+  type IntentState,
+  intentState,
   recordIntent,
   type RowSet,
   settleIntent,
@@ -246,9 +246,9 @@ async function _afterFailedWrite(
     changed: Field[];
   },
 ): Promise<UpdateResult> {
-  let outcome: IntentOutcome | null;
+  let state: IntentState | null;
   try {
-    outcome = await intentOutcome(scope.sql, scope.intentId);
+    state = await intentState(scope.sql, scope.intentId);
   } catch (readBack) {
     logEvent("error", "Intent not read back after a failed row write", {
       fn: "auth-sync",
@@ -264,7 +264,8 @@ async function _afterFailedWrite(
       cause: error,
     });
   }
-  if (outcome === "applied") {
+  const own = state?.settledBy === scope.lease.holder;
+  if (state && own && state.outcome === "applied") {
     // Written by this call: only the answer to its COMMIT was lost.
     logEvent("warn", "Row write committed though its answer was lost", {
       fn: "auth-sync",
@@ -279,7 +280,7 @@ async function _afterFailedWrite(
       identity_created: change.kind === "created",
     };
   }
-  if (outcome !== null) throw supersededError(outcome);
+  if (state && !own) throw supersededError(state.outcome);
   throw await undoAfterFailedWrite(scope, change, error);
 }
 
@@ -476,7 +477,7 @@ async function _applyProvider(
       throw lostAnswerError(await settleLostAnswer(scope, change), error);
     }
     if (error) {
-      await settleIntent(scope.sql, scope.intentId, "unchanged");
+      await settleIntent(scope.sql, scope.intentId, "unchanged", scope.lease);
       throw _providerError(error);
     }
     return change;
@@ -497,7 +498,7 @@ async function _applyProvider(
     throw lostAnswerError(await settleLostAnswer(scope, change), error);
   }
   if (error) {
-    await settleIntent(scope.sql, scope.intentId, "unchanged");
+    await settleIntent(scope.sql, scope.intentId, "unchanged", scope.lease);
     throw _providerError(error);
   }
   return change;
@@ -570,7 +571,7 @@ async function _writeRow(
     // this COMMIT landed, even when its answer is lost.
     if (
       plan.intentId !== null &&
-      !(await settleIntent(tx, plan.intentId, "applied"))
+      !(await settleIntent(tx, plan.intentId, "applied", plan.lease))
     ) throw new Error(`Intent "${plan.intentId}" was settled meanwhile`);
     await writeAudit(tx, {
       actor,
