@@ -155,7 +155,9 @@ export interface Settled {
  * - an account that still holds its old email, or no created account:
  *   `unchanged`;
  * - an account holding neither: `superseded`, the row is left alone;
- * - only a password was sent: `unknown`, audited as a partial failure.
+ * - only a password was sent: `unknown`, audited as a partial failure;
+ * - the row cannot follow (another row took the email meanwhile):
+ *   `left_changed`, audited as a partial failure, listed by reconcile.
  *
  * @example
  * ```ts
@@ -260,34 +262,53 @@ async function _settleOne(
     if (intent.rowSet[column] !== undefined) fields.push(column);
   }
   try {
-    await sql.begin(async (tx) => {
-      if (rowSet && Object.keys(rowSet).length > 0) {
-        await tx`
-          update public.usuarios u set ${tx(rowSet as Record<string, string>)}
-          where u.id = ${intent.targetId}
-        `;
-      }
-      if (!(await settleIntent(tx, intent.id, outcome, lease))) return;
-      await writeAudit(tx, {
-        actor: intent.actor,
-        action: "update",
-        targetId: intent.targetId,
-        fields,
-        outcome: outcome === "applied"
-          ? "ok"
-          : outcome === "unknown"
-          ? "partial_failure"
-          : "failed",
-        detail: `settled_${outcome}`,
-      });
-    });
+    await _record(sql, lease, intent, outcome, rowSet, fields);
+    return outcome;
   } catch (error) {
-    logEvent("error", "Open intent not settled", {
+    if (!rowSet) throw error;
+    // The row cannot follow (e.g. another row took that email meanwhile):
+    // Auth keeps the change, the audit says so, and reconcile's report
+    // lists the row. The intent must not stay open, or every later update
+    // of the row would fail the same way.
+    logEvent("warn", "Row not written when settling an intent", {
       fn: "auth-sync",
       intent_id: intent.id,
       cause: errorText(error),
     });
-    throw error;
+    await _record(sql, lease, intent, "left_changed", null, fields);
+    return "left_changed";
   }
-  return outcome;
+}
+
+// Writes the row (when `rowSet`), settles the intent and writes its audit
+// row, in one transaction.
+async function _record(
+  sql: Sql,
+  lease: Lease,
+  intent: Intent,
+  outcome: IntentOutcome,
+  rowSet: RowSet | null,
+  fields: Field[],
+): Promise<void> {
+  await sql.begin(async (tx) => {
+    if (rowSet && Object.keys(rowSet).length > 0) {
+      await tx`
+        update public.usuarios u set ${tx(rowSet as Record<string, string>)}
+        where u.id = ${intent.targetId}
+      `;
+    }
+    if (!(await settleIntent(tx, intent.id, outcome, lease))) return;
+    await writeAudit(tx, {
+      actor: intent.actor,
+      action: "update",
+      targetId: intent.targetId,
+      fields,
+      outcome: outcome === "applied"
+        ? "ok"
+        : outcome === "unknown" || outcome === "left_changed"
+        ? "partial_failure"
+        : "failed",
+      detail: `settled_${outcome}`,
+    });
+  });
 }

@@ -18,8 +18,10 @@ import { errorText, logEvent } from "../_shared/log.ts";
 
 /**
  * Seconds a lease lasts if its holder never releases it (a crashed isolate):
- * longer than the Auth calls an update makes (at most two of five seconds
- * each, plus the database work), short enough not to block a row for long.
+ * renewed to this before each Auth call ({@linkcode renewLease}), so much
+ * longer than one call (five seconds) plus the database work, and short
+ * enough not to block a row for long. An intent its dead holder left open is
+ * settled once the lease has lapsed.
  */
 export const LEASE_TTL_S = 60;
 

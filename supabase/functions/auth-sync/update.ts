@@ -459,7 +459,13 @@ async function _applyProvider(
   scope: Scope,
   plan: _Plan,
 ): Promise<ProviderChange> {
-  await renewLease(scope.sql, scope.lease);
+  try {
+    await renewLease(scope.sql, scope.lease);
+  } catch (error) {
+    // Auth was not called: nothing for anyone to settle later.
+    await _settleUnchanged(scope);
+    throw error;
+  }
   const admin = adminApi(scope.env);
   if (plan.kind === "update") {
     const { email, password } = plan;
@@ -477,7 +483,7 @@ async function _applyProvider(
       throw lostAnswerError(await settleLostAnswer(scope, change), error);
     }
     if (error) {
-      await settleIntent(scope.sql, scope.intentId, "unchanged", scope.lease);
+      await _settleUnchanged(scope);
       throw _providerError(error);
     }
     return change;
@@ -498,10 +504,25 @@ async function _applyProvider(
     throw lostAnswerError(await settleLostAnswer(scope, change), error);
   }
   if (error) {
-    await settleIntent(scope.sql, scope.intentId, "unchanged", scope.lease);
+    await _settleUnchanged(scope);
     throw _providerError(error);
   }
   return change;
+}
+
+// Auth refused or was never called: the intent is settled `unchanged`. The
+// caller is already answering with an error; an intent left open by a
+// failure here is settled by the row's next holder the same way.
+async function _settleUnchanged(scope: Scope): Promise<void> {
+  try {
+    await settleIntent(scope.sql, scope.intentId, "unchanged", scope.lease);
+  } catch (error) {
+    logEvent("warn", "Intent not settled", {
+      fn: "auth-sync",
+      intent_id: scope.intentId,
+      cause: errorText(error),
+    });
+  }
 }
 
 function _providerError(error: AuthError): HttpError {
