@@ -951,7 +951,7 @@ e2eTest(
 );
 
 e2eTest(
-  "auth-sync: an email change whose answer is lost and whose undo fails gives 500 partial_failure with provider_changed email",
+  "auth-sync: an email change whose answer is lost and whose undo fails gives 500 partial_failure with provider_changed email; the next update settles its intent",
   async () => {
     // The first PUT is applied and its answer lost; every later one (the
     // undo) is answered 500 without reaching Auth.
@@ -983,6 +983,22 @@ e2eTest(
       const audit = await auditRows(u.rowId!);
       assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
         ["partial_failure", "idp_answer_lost:email", ["email"]],
+      ]);
+      // The intent stays open; the row's next update settles it first: the
+      // row follows the account, which holds what the lost call set.
+      const name = `next-${u.rowId}`;
+      const next = await authSync(admin, {
+        action: "update",
+        id: u.rowId,
+        nombre_usuario: name,
+      });
+      assert.equal(next.status, 200);
+      assert.equal(next.body.user.correo, newEmail);
+      assert.equal(next.body.user.nombre_usuario, name);
+      await assertConverged(u, newEmail, [
+        ["partial_failure", "idp_answer_lost:email", ["email"]],
+        ["ok", "settled_applied", ["email"]],
+        ["ok", null, ["nombre_usuario"]],
       ]);
     });
   },
