@@ -212,7 +212,7 @@ async function _update(
       { sql, env, lease, intentId },
       change,
       error,
-      { row, columns, accountId, changed },
+      { row, rowSet, accountId, changed },
     );
   }
 }
@@ -241,7 +241,7 @@ async function _afterFailedWrite(
   error: unknown,
   done: {
     row: _Row;
-    columns: OptionalColumns;
+    rowSet: RowSet;
     accountId: string | null;
     changed: Field[];
   },
@@ -272,10 +272,16 @@ async function _afterFailedWrite(
       intent_id: scope.intentId,
       cause: errorText(error),
     });
-    const user = await _readRow(scope.sql, done.row.id, done.columns);
-    if (!user) throw new HttpError("target_not_found");
+    // Answered from what was written, without another read that could
+    // fail and contradict the audit row the write committed.
     return {
-      user: { ...user, auth_user_id: user.auth_user_id ?? done.accountId },
+      user: {
+        id: done.row.id,
+        correo: done.rowSet.correo ?? done.row.correo,
+        nombre_usuario: done.rowSet.nombre_usuario ?? done.row.nombre_usuario,
+        auth_user_id: done.row.auth_user_id ?? done.accountId,
+        rol: done.row.rol,
+      },
       changed: done.changed,
       identity_created: change.kind === "created",
     };
