@@ -829,17 +829,10 @@ e2eTest(
     await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       const before = await row(u.rowId!);
-      const res = await call(apiUrl, "auth-sync", {
-        headers: {
-          Authorization: `Bearer ${admin.token}`,
-          "Content-Type": "application/json",
-        },
-        body: JSON.stringify({
-          action: "update",
-          id: u.rowId,
-          email: uniqueEmail("down"),
-          nombre_usuario: "down",
-        }),
+      const res = await updateVia(apiUrl, {
+        id: u.rowId,
+        email: uniqueEmail("down"),
+        nombre_usuario: "down",
       });
       assert.equal(res.status, 503);
       assert.deepEqual(res.body, {
@@ -1084,17 +1077,10 @@ e2eTest(
     await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       const before = await row(u.rowId!);
-      const res = await call(apiUrl, "auth-sync", {
-        headers: {
-          Authorization: `Bearer ${admin.token}`,
-          "Content-Type": "application/json",
-        },
-        body: JSON.stringify({
-          action: "update",
-          id: u.rowId,
-          password: pw("refused"),
-          nombre_usuario: "refused",
-        }),
+      const res = await updateVia(apiUrl, {
+        id: u.rowId,
+        password: pw("refused"),
+        nombre_usuario: "refused",
       });
       assert.equal(res.status, 502);
       assert.deepEqual(res.body, {
@@ -1200,17 +1186,10 @@ e2eTest(
     await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       const send = (email: string, name: string) =>
-        call(apiUrl, "auth-sync", {
-          headers: {
-            Authorization: `Bearer ${admin.token}`,
-            "Content-Type": "application/json",
-          },
-          body: JSON.stringify({
-            action: "update",
-            id: u.rowId,
-            email,
-            nombre_usuario: name,
-          }),
+        updateVia(apiUrl, {
+          id: u.rowId,
+          email,
+          nombre_usuario: name,
         });
       const first = uniqueEmail("first");
       const second = uniqueEmail("second");
