@@ -1699,6 +1699,60 @@ e2eTest(
 );
 
 e2eTest(
+  "auth-sync: an open intent whose row can no longer take the account's email is settled left_changed, audited, and stops blocking the row",
+  async () => {
+    const u = await linkedUser("stuck-intent");
+    const taken = uniqueEmail("taken");
+    // A dead call's trace: Auth holds the email it set, but meanwhile
+    // another row took that email, so the row cannot follow.
+    await stack.admin().auth.admin.updateUserById(u.id, {
+      email: taken,
+      email_confirm: true,
+    });
+    await stack.sql`insert into public.usuarios (correo) values (${taken})`;
+    await stack.sql`
+      insert into public.auth_sync_intents
+        (id, target_id, holder, kind, account_id, fields, old_email, new_email,
+         row_set, actor_kind, actor_auth_user_id, actor_email)
+      values (${crypto.randomUUID()}::uuid, ${u.rowId}, ${crypto.randomUUID()}::uuid,
+              'update', ${u.id}::uuid, array['email'], ${u.email}, ${taken},
+              ${stack.sql.json({ correo: taken })}, 'user', ${admin.id}::uuid,
+              ${admin.email})`;
+    const name = `unblocked-${u.rowId}`;
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      nombre_usuario: name,
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.user.correo, u.email);
+    assert.deepEqual(await intents(u.rowId!), [
+      { outcome: "left_changed", settled: true, fields: ["email"] },
+    ]);
+    assert.deepEqual(
+      (await auditRows(u.rowId!)).map((a) => [a.outcome, a.detail, a.fields]),
+      [
+        ["partial_failure", "settled_left_changed", ["email"]],
+        ["ok", null, ["nombre_usuario"]],
+      ],
+    );
+    // The report lists the row, whose correo and account now differ.
+    const report = await authSync(admin, {
+      action: "reconcile",
+      after_id: u.rowId! - 1,
+      limit: 1,
+      dry_run: true,
+    });
+    assert.deepEqual(report.body.mismatches, [{
+      id: u.rowId,
+      correo: u.email,
+      auth_user_id: u.id,
+      account_email: taken,
+    }]);
+  },
+);
+
+e2eTest(
   "auth-sync: reconcile reports linked rows whose correo differs from the account's email, a page at a time",
   async () => {
     const inStep = await linkedUser("in-step");
