@@ -13,6 +13,9 @@ import {
   loadOrCreateSigningKey,
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
+  LOCAL_OPAQUE_KEYS,
+  LOCAL_PUBLISHABLE_KEY,
+  LOCAL_SECRET_KEY,
   LOCAL_SERVICE_ROLE_KEY,
   type SigningKey,
 } from "./auth/mod.ts";
@@ -66,6 +69,10 @@ export interface Stack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
+  /** `sb_publishable_…`: stands for the anon key. */
+  readonly publishableKey: string;
+  /** `sb_secret_…`: stands for the service_role key. */
+  readonly secretKey: string;
   readonly jwtSecret: string;
   /** `"pglite"` or `"postgres"`. */
   readonly database: "pglite" | "postgres";
@@ -164,6 +171,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       dbUrl,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      publishableKey: LOCAL_PUBLISHABLE_KEY,
+      secretKey: LOCAL_SECRET_KEY,
       overrides: options.functionEnv,
     });
     const gateway = createGateway({
@@ -171,6 +180,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       functions: localFunctions(env),
       isValidJwt: localJwtCheck(signingKey),
       apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
+      opaqueKeys: LOCAL_OPAQUE_KEYS,
       demo: createDemo({ anonKey: LOCAL_ANON_KEY }),
     });
     let server: Deno.HttpServer;
@@ -198,6 +208,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       dbUrl,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      publishableKey: LOCAL_PUBLISHABLE_KEY,
+      secretKey: LOCAL_SECRET_KEY,
       jwtSecret: LOCAL_JWT_SECRET,
       database,
       seeded,

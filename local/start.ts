@@ -120,11 +120,15 @@ Local stack is running (${stack.database}).
        Demo page: ${stack.apiUrl}/demo/
           DB URL: ${stack.dbUrl}
       JWT secret: ${stack.jwtSecret}
+ Publishable key: ${stack.publishableKey}
+      Secret key: ${stack.secretKey}
         anon key: ${stack.anonKey}
 service_role key: ${stack.serviceRoleKey}
 
 For a shell (the README's examples use these):
   export API_URL=${stack.apiUrl}
+  export PUBLISHABLE_KEY=${stack.publishableKey}
+  export SECRET_KEY=${stack.secretKey}
   export ANON_KEY=${stack.anonKey}
   export SERVICE_ROLE_KEY=${stack.serviceRoleKey}
 

@@ -515,7 +515,7 @@ e2eTest(
 );
 
 e2eTest(
-  "security: a lease that lapsed before the write refuses the write (409 target_busy) and sets the email back",
+  "security: a lease taken over before the write refuses the write and never calls Auth again: 500 partial_failure, the intent left open",
   async () => {
     const u = await stack.createUser({
       row: { auth_user_id: true },
@@ -524,7 +524,10 @@ e2eTest(
                     where id = ${u.rowId}`;
     const before = await usuario(u.rowId!);
     let tookOver = false;
+    let writes = 0;
+    const late = uniqueEmail("late");
     await withAdminWriteProxy(async (req, forward) => {
+      writes++;
       const answer = await forward();
       if (req.method === "PUT" && !tookOver) {
         // While Auth answered, the lease lapsed and another call took it.
@@ -536,17 +539,21 @@ e2eTest(
       }
       return answer;
     }, async (apiUrl) => {
-      const res = await updateAsBoss(apiUrl, {
-        id: u.rowId,
-        email: uniqueEmail("late"),
-      });
-      assert.equal(res.status, 409);
-      assert.equal(res.body.code, "target_busy");
+      const res = await updateAsBoss(apiUrl, { id: u.rowId, email: late });
+      assert.equal(res.status, 500);
+      assert.equal(res.body.code, "partial_failure");
+      assert.deepEqual(res.body.provider_changed, ["email"]);
     });
     assert.ok(tookOver);
+    // No undo: the row is another call's now, and so is the account.
+    assert.equal(writes, 1);
     assert.deepEqual(await usuario(u.rowId!), before);
     const { data } = await stack.admin().auth.admin.getUserById(u.id);
-    assert.equal(data.user?.email, u.email);
+    assert.equal(data.user?.email, late);
+    const open = await stack.sql`
+      select fields from public.auth_sync_intents
+      where target_id = ${u.rowId} and settled_at is null`;
+    assert.deepEqual(open.map((i) => i.fields), [["email"]]);
   },
 );
 

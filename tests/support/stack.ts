@@ -23,6 +23,9 @@ export interface TestStack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
+  /** The `sb_publishable_…` and `sb_secret_…` keys the stack issues. */
+  readonly publishableKey: string;
+  readonly secretKey: string;
   /** The key the local Auth signs access tokens with. */
   readonly signingKey: SigningKey;
   /** Direct connection to the stack's database, as the test's own eyes. */
@@ -98,7 +101,8 @@ export async function startTestStack(
     emailConfirmations: options.emailConfirmations,
     seedIdentities: false,
   });
-  const { apiUrl, dbUrl, anonKey, serviceRoleKey } = stack;
+  const { apiUrl, dbUrl, anonKey, serviceRoleKey, publishableKey, secretKey } =
+    stack;
   const stop = async () => {
     await stack.close();
     await db?.close();
@@ -118,6 +122,8 @@ export async function startTestStack(
     dbUrl,
     anonKey,
     serviceRoleKey,
+    publishableKey,
+    secretKey,
     signingKey,
     sql,
     anon: () => client(anonKey),
@@ -127,6 +133,8 @@ export async function startTestStack(
         dbUrl,
         anonKey,
         serviceRoleKey,
+        publishableKey: publishableKey || undefined,
+        secretKey: secretKey || undefined,
         overrides,
       });
       const server = Deno.serve(

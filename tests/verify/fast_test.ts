@@ -55,6 +55,8 @@ const stack = await startStack({
 const secrets = new Secrets();
 secrets.add(stack.dbUrl, signingKey.privateJwk.d, LOCAL_JWT_SECRET);
 secrets.add(...await cursorKeySecrets(stack.serviceRoleKey));
+// The functions sign cursors with the secret key where they have one.
+secrets.add(stack.secretKey, ...await cursorKeySecrets(stack.secretKey));
 const t: Target = {
   apiUrl: stack.apiUrl,
   dbUrl: stack.dbUrl,

@@ -179,6 +179,11 @@ try {
   const serviceRoleKey =
     /service_role key: (\S+)/.exec(banner.join("\n"))?.[1] ?? "";
   secrets.add(...await cursorKeySecrets(serviceRoleKey));
+  // The functions sign cursors with the secret key where they have one.
+  const secretKey = /Secret key: (\S+)/.exec(banner.join("\n"))?.[1] ?? "";
+  if (secretKey) {
+    secrets.add(secretKey, ...await cursorKeySecrets(secretKey));
+  }
   const t: Target = {
     apiUrl,
     dbUrl,

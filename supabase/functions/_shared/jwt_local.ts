@@ -13,9 +13,11 @@
  * @module
  */
 import {
+  createLocalJWKSet,
   createRemoteJWKSet,
   decodeProtectedHeader,
   errors,
+  type JWK,
   jwksCache,
   type JWKSCacheInput,
   jwtVerify,
@@ -46,7 +48,9 @@ const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const JWKS_MAX_AGE_MS = 600_000;
 
 interface _KeySet {
-  readonly verify: ReturnType<typeof createRemoteJWKSet>;
+  readonly verify:
+    | ReturnType<typeof createRemoteJWKSet>
+    | ReturnType<typeof createLocalJWKSet>;
   /** jose writes the keys and `uat` (when they were fetched, ms) here. */
   readonly fetched: JWKSCacheInput;
 }
@@ -56,7 +60,25 @@ interface _KeySet {
 // Auth.
 const _jwks = new Map<string, _KeySet>();
 
+// The platform's SUPABASE_JWKS, where set, spares the fetch: the same keys
+// the endpoint publishes, handed to the function at start. The environment
+// is read per request, so sets are kept by their text; tokens verified with
+// them are dated by the verification (the set lives as long as the isolate).
+const _localJwks = new Map<string, _KeySet>();
+
 function _keySet(env: FunctionEnv): _KeySet {
+  if (env.jwks) {
+    const text = JSON.stringify(env.jwks.keys);
+    let local = _localJwks.get(text);
+    if (!local) {
+      local = {
+        verify: createLocalJWKSet({ keys: [...env.jwks.keys] as JWK[] }),
+        fetched: {},
+      };
+      _localJwks.set(text, local);
+    }
+    return local;
+  }
   let set = _jwks.get(env.supabaseUrl);
   if (!set) {
     const fetched: JWKSCacheInput = {};

@@ -20,10 +20,35 @@ export type Outcome = "ok" | "failed" | "partial_failure";
 /** A field auth-sync changes. */
 export type Field = "email" | "password" | "nombre_usuario" | "auth_user_id";
 
+/**
+ * Who made a call: an administrator (`user`), or a trusted server that
+ * presented the project's secret key (`secret_key`) or legacy service role
+ * key (`service_role_key`), which has no identity id or email.
+ */
+export interface Actor {
+  readonly kind: "user" | "secret_key" | "service_role_key";
+  /** Identity id; `null` for a server. */
+  readonly id: string | null;
+  /** Identity email; `null` for a server or an identity without one. */
+  readonly email: string | null;
+}
+
+/**
+ * The actor of a call by an authenticated identity.
+ *
+ * @example
+ * ```ts
+ * userActor({ id, email: "ana@example.com", emailConfirmed: true }).kind; // "user"
+ * ```
+ */
+export function userActor(identity: Identity): Actor {
+  return { kind: "user", id: identity.id, email: identity.email };
+}
+
 /** One audit row. */
 export interface AuditEntry {
-  /** The administrator who called. */
-  readonly actor: Identity;
+  /** Who called. */
+  readonly actor: Actor;
   /** What was done or tried; `unknown` for a refused call whose body names no action. */
   readonly action: "update" | "sync" | "unknown";
   /** `usuarios.id`; `null` when the failure concerns no one row. */
@@ -52,10 +77,17 @@ export interface AuditNote {
  * ```
  */
 export class AuditedError extends HttpError {
-  /** Outcome and detail of the audit row. */
-  readonly audit: AuditNote;
+  /**
+   * Outcome and detail of the audit row; `"recorded"` when the call's audit
+   * row is already written (by another call that settled its intent).
+   */
+  readonly audit: AuditNote | "recorded";
 
-  constructor(code: ErrorCode, audit: AuditNote, options?: HttpErrorOptions) {
+  constructor(
+    code: ErrorCode,
+    audit: AuditNote | "recorded",
+    options?: HttpErrorOptions,
+  ) {
     super(code, options);
     this.audit = audit;
   }
@@ -76,10 +108,11 @@ export async function writeAudit(
 ): Promise<void> {
   await sql`
     insert into public.auth_sync_audit
-      (actor_auth_user_id, actor_email, action, target_id, fields, outcome,
-       detail)
-    values (${entry.actor.id}::uuid, ${entry.actor.email}, ${entry.action},
-            ${entry.targetId}, ${[...entry.fields]}::text[], ${entry.outcome},
+      (actor_auth_user_id, actor_email, actor_kind, action, target_id, fields,
+       outcome, detail)
+    values (${entry.actor.id}::uuid, ${entry.actor.email},
+            ${entry.actor.kind}, ${entry.action}, ${entry.targetId},
+            ${[...entry.fields]}::text[], ${entry.outcome},
             ${entry.detail ?? null})
   `;
 }
