@@ -13,6 +13,9 @@ import {
   loadOrCreateSigningKey,
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
+  LOCAL_OPAQUE_KEYS,
+  LOCAL_PUBLISHABLE_KEY,
+  LOCAL_SECRET_KEY,
   LOCAL_SERVICE_ROLE_KEY,
   type SigningKey,
 } from "./auth/mod.ts";
@@ -86,6 +89,10 @@ export interface Stack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
+  /** `sb_publishable_…`: stands for the anon key. */
+  readonly publishableKey: string;
+  /** `sb_secret_…`: stands for the service_role key. */
+  readonly secretKey: string;
   readonly jwtSecret: string;
   /** `"pglite"` or `"postgres"`. */
   readonly database: "pglite" | "postgres";
@@ -222,6 +229,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       dbUrl,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      publishableKey: LOCAL_PUBLISHABLE_KEY,
+      secretKey: LOCAL_SECRET_KEY,
       overrides: options.functionEnv,
     });
     let functions;
@@ -237,6 +246,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       functions,
       isValidJwt: localJwtCheck(signingKey),
       apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
+      opaqueKeys: LOCAL_OPAQUE_KEYS,
       demo: createDemo({ anonKey: LOCAL_ANON_KEY }),
       inbox: inboxPage(inbox),
     });
@@ -266,6 +276,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       dbUrl,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      publishableKey: LOCAL_PUBLISHABLE_KEY,
+      secretKey: LOCAL_SECRET_KEY,
       jwtSecret: LOCAL_JWT_SECRET,
       database,
       seeded,

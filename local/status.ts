@@ -10,6 +10,8 @@ import { parseArgs } from "node:util";
 import {
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
+  LOCAL_PUBLISHABLE_KEY,
+  LOCAL_SECRET_KEY,
   LOCAL_SERVICE_ROLE_KEY,
 } from "./auth/mod.ts";
 import { readStackInfo } from "./data_lock.ts";
@@ -36,11 +38,15 @@ export function statusText(s: StatusInput): string {
            Inbox: ${s.apiUrl}/inbox/
           DB URL: ${s.dbUrl}
       JWT secret: ${LOCAL_JWT_SECRET}
+ Publishable key: ${LOCAL_PUBLISHABLE_KEY}
+      Secret key: ${LOCAL_SECRET_KEY}
         anon key: ${LOCAL_ANON_KEY}
 service_role key: ${LOCAL_SERVICE_ROLE_KEY}
 
 For a shell (the README's examples use these):
   export API_URL=${s.apiUrl}
+  export PUBLISHABLE_KEY=${LOCAL_PUBLISHABLE_KEY}
+  export SECRET_KEY=${LOCAL_SECRET_KEY}
   export ANON_KEY=${LOCAL_ANON_KEY}
   export SERVICE_ROLE_KEY=${LOCAL_SERVICE_ROLE_KEY}`;
 }

@@ -458,7 +458,7 @@ e2eTest(
       snapshot: snap,
       awayS: 300,
       offlineS: 900,
-    }, stack.serviceRoleKey);
+    }, stack.secretKey || stack.serviceRoleKey); // the key the functions hold
     const res = await read(u.client, { cursor: old, ids: [u.rowId] });
     assert.equal(res.status, 200);
     assert.equal(res.body.resync, true);

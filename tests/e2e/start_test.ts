@@ -83,6 +83,8 @@ e2eTest(
           "API URL",
           "DB URL",
           "JWT secret",
+          "Publishable key",
+          "Secret key",
           "anon key",
           "service_role key",
         ]

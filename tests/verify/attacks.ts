@@ -1,17 +1,21 @@
 /**
  * Attacks: forged, tampered, expired and revoked tokens, keys used as
- * tokens, identities that borrow an administrator's name or an unconfirmed
- * administrator email, SQL and JSON injection in every field, and CORS
- * preflights that try to send credentials. None may get through, and the
+ * tokens, identities that borrow an administrator's name, an unconfirmed
+ * administrator email or one claimed by signing up first, a flood of
+ * refused calls against the audit, addresses hidden in usernames, SQL and
+ * JSON injection in every field, and CORS preflights that try to send
+ * credentials. None may get through, and the
  * `usuarios` table must be intact afterwards.
  *
  * @module
  */
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { AT_CREATION_MS } from "../../supabase/functions/_shared/email_proof.ts";
 import {
   contractProblem,
   maxUsuarioId,
   post,
+  sleep,
   type Tally,
   usuariosFingerprint,
 } from "./_support.ts";
@@ -299,6 +303,9 @@ export async function runAttacks(
 
   for (const f of await _forgedTokens(t, admin)) {
     for (const fn of o.functions) {
+      // The project's service role key is auth-sync's trusted server
+      // caller (docs/api.md "auth-sync"), not an attack there.
+      if (fn === "auth-sync" && f.token === t.serviceRoleKey) continue;
       await _expectRejected(
         t,
         tally,
@@ -361,6 +368,7 @@ export async function runAttacks(
 
   if (o.functions.includes("auth-sync")) {
     await _adminImpostors(t, tally, tag, victim);
+    await _auditFlood(t, tally);
   }
 
   await _injection(t, tally, o, victim, injectionTarget);
@@ -490,12 +498,92 @@ async function _adminImpostors(
   } else {
     tally.fail(category, "no unconfirmed address in ADMIN_EMAILS to test with");
   }
+  await _claimedAdminAddress(t, tally, victim);
   await _signUpFirst(t, tally, tag, victim, realAdmin);
   const v = await _presence(t, victim.rowId!);
   tally.check(
     category,
     v.nombre_usuario !== "pwned",
     () => "victim's username was changed",
+  );
+}
+
+/**
+ * An `ADMIN_EMAILS` address whose account an administrator created
+ * unconfirmed: with confirmations off, Auth hands that account, confirmed,
+ * to whoever signs up with the address first. The stranger gets no rights:
+ * no write, no read of emails.
+ */
+async function _claimedAdminAddress(
+  t: Target,
+  tally: Tally,
+  victim: User,
+): Promise<void> {
+  const category = "attack: claimed administrator address";
+  const listed = t.adminEmails.find((e) => e.startsWith("claimed"));
+  if (!listed) {
+    tally.fail(category, "no claimable address in ADMIN_EMAILS to test with");
+    return;
+  }
+  await signedInUser(t, { email: listed, confirmed: false });
+  // A stranger's sign-up is a later request than the creation.
+  await sleep(AT_CREATION_MS + 50);
+  const stranger = await signedUpUser(t, listed);
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "auth-sync",
+    "sign-up that claimed a listed address",
+    stranger.token,
+    { action: "update", id: victim.rowId, password: "Pwned-by-claim-1" },
+    [404],
+  );
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "presence",
+    "sign-up that claimed a listed address",
+    stranger.token,
+    { ids: [victim.rowId] },
+    [404],
+  );
+}
+
+/**
+ * A standard user's refused auth-sync calls, many and each naming another
+ * row: every attempt is counted, and the audit grows by a handful of rows a
+ * minute at most, not a row a call.
+ */
+async function _auditFlood(t: Target, tally: Tally): Promise<void> {
+  const category = "attack: audit flood";
+  const pest = await signedInUser(t, { row: { auth_user_id: true } });
+  const calls = 40;
+  for (let i = 0; i < calls; i++) {
+    await _expectRejected(
+      t,
+      tally,
+      category,
+      "auth-sync",
+      "refused update",
+      pest.token,
+      { action: "update", id: 1_000_000 + i, nombre_usuario: "flood" },
+      [403],
+    );
+  }
+  const rows = await t.sql<{ minute: string; n: number; attempts: number }[]>`
+    select refused_minute::text as minute, count(*)::int as n,
+           sum(attempts)::int as attempts
+    from public.auth_sync_audit
+    where actor_auth_user_id = ${pest.id}
+    group by refused_minute`;
+  tally.count(category);
+  tally.check(
+    category,
+    rows.every((r) => r.minute !== null && r.n <= 6) &&
+      rows.reduce((sum, r) => sum + r.attempts, 0) === calls,
+    () => `audit rows of ${calls} refusals: ${JSON.stringify(rows)}`,
   );
 }
 
@@ -749,6 +837,12 @@ async function _presenceReads(
       body: JSON.stringify(body),
     });
   const privacy = "attack: presence read privacy";
+  // Addresses hidden inside usernames, not only a whole-email username.
+  const tag = crypto.randomUUID().slice(0, 6);
+  await t.sql`insert into public.usuarios (nombre_usuario) values
+    (${`ana${tag}@corp.test;ana.old${tag}@mail.test`}),
+    (${`Ana Ruiz <ana.r${tag}@corp.test>`}),
+    (${`ana.r${tag}@corp.test / ana-${tag}`})`;
   const linked = new Set(
     (await t.sql<{ v: string }[]>`
       select correo as v from public.usuarios where correo is not null

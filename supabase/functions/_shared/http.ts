@@ -39,7 +39,11 @@ export function createFunction(
   work: Work,
 ): (req: Request) => Promise<Response> {
   return async (req) => {
-    const requestId = req.headers.get("x-request-id") ?? crypto.randomUUID();
+    // Our own id, always: a client's header would let it choose, repeat or
+    // forge the id of another request in the logs. Its own id, if sane, is
+    // logged beside ours for correlation.
+    const requestId = crypto.randomUUID();
+    const clientRequestId = clientRequestIdOf(req);
     const started = performance.now();
     let response: Response;
     // Why a call was refused, for its log line: the code the client got,
@@ -75,6 +79,7 @@ export function createFunction(
     logEvent("info", "Request handled", {
       fn: name,
       request_id: requestId,
+      client_request_id: clientRequestId,
       method: req.method,
       status: response.status,
       code,
@@ -83,6 +88,26 @@ export function createFunction(
     });
     return response;
   };
+}
+
+// What a client's `x-request-id` may look like to be logged: a UUID or a
+// similar token. Anything else (control characters, JSON, kilobytes) is
+// dropped, so a header cannot forge or flood a log line.
+const _CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * The client's `x-request-id`, when it is a short plain token; otherwise
+ * `undefined` (and left out of the log line). Never used as the request's
+ * own id.
+ *
+ * @example
+ * ```ts
+ * clientRequestIdOf(new Request("http://x", { headers: { "x-request-id": "abc-1" } })); // "abc-1"
+ * ```
+ */
+export function clientRequestIdOf(req: Request): string | undefined {
+  const value = req.headers.get("x-request-id");
+  return value !== null && _CLIENT_REQUEST_ID.test(value) ? value : undefined;
 }
 
 /**
