@@ -172,15 +172,23 @@ export class FunctionHost {
     importMap: string | undefined,
     files: string,
   ): Worker {
+    const config = this.#configFlag(name, importMap);
     const args = [
       "run",
       "--allow-all",
       "--no-prompt",
       "--no-lock",
       // npm: imports come from the project's node_modules, which `npm ci`
-      // filled: nothing is fetched while the stack runs.
-      "--node-modules-dir=manual",
-      this.#configFlag(name, importMap),
+      // filled, so nothing is fetched while the stack runs; a function that
+      // pins other packages (a new one from `supabase functions new`) gets
+      // them from Deno's cache, fetched once, as `functions serve` does.
+      npmImportsInstalled(
+          config.slice(config.indexOf("=") + 1),
+          this.#options.projectDir,
+        )
+        ? "--node-modules-dir=manual"
+        : "--node-modules-dir=none",
+      config,
       new URL("./function_worker.ts", import.meta.url).pathname,
       `file://${entry}`,
     ];
@@ -313,6 +321,42 @@ function _fingerprint(dirs: string[]): string {
   };
   for (const dir of dirs) walk(dir);
   return parts.sort().join("\n");
+}
+
+/**
+ * Whether every `npm:` import of a deno.json or import map at `path` is
+ * installed in `projectDir`'s node_modules at exactly the pinned version
+ * (a range or a missing package is not).
+ *
+ * @example
+ * ```ts
+ * npmImportsInstalled("supabase/functions/presence/deno.json", "./"); // true
+ * ```
+ */
+export function npmImportsInstalled(path: string, projectDir: string): boolean {
+  if (!path.endsWith(".json") && !path.endsWith(".jsonc")) return true;
+  let imports: Record<string, string>;
+  try {
+    imports = JSON.parse(Deno.readTextFileSync(path)).imports ?? {};
+  } catch {
+    return true; // Unreadable: let Deno say what is wrong.
+  }
+  for (const specifier of Object.values(imports)) {
+    const match = /^npm:(@?[^@/]+(?:\/[^@/]+)?)@([^/]+)/.exec(specifier);
+    if (!specifier.startsWith("npm:")) continue;
+    if (!match) return false;
+    try {
+      const installed = JSON.parse(
+        Deno.readTextFileSync(
+          `${projectDir}node_modules/${match[1]}/package.json`,
+        ),
+      ).version;
+      if (installed !== match[2]) return false;
+    } catch {
+      return false;
+    }
+  }
+  return true;
 }
 
 function _exists(path: string): boolean {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FunctionHost } from "./function_host.ts";
+import { FunctionHost, npmImportsInstalled } from "./function_host.ts";
 import { createGateway } from "./gateway.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -250,5 +250,36 @@ Deno.test("supabase/functions/*/deno.json: every function has one, pinning packa
         `${name}: ${bare} is not a runtime dependency`,
       );
     }
+  }
+});
+
+Deno.test("npmImportsInstalled: the project's functions use node_modules (nothing fetched); a function pinning a package or version npm ci did not install gets Deno's cache instead", async () => {
+  for (const name of ["presence-ping", "presence", "auth-sync"]) {
+    assert.equal(
+      npmImportsInstalled(`${ROOT}supabase/functions/${name}/deno.json`, ROOT),
+      true,
+      name,
+    );
+  }
+  const dir = await Deno.makeTempDir({ prefix: "npm-imports-" });
+  try {
+    const check = async (imports: Record<string, string>) => {
+      await Deno.writeTextFile(`${dir}/deno.json`, JSON.stringify({ imports }));
+      return npmImportsInstalled(`${dir}/deno.json`, ROOT);
+    };
+    // What `supabase functions new` writes.
+    assert.equal(
+      await check({
+        "@supabase/functions-js": "jsr:@supabase/functions-js@^2",
+        "@supabase/server": "npm:@supabase/server@^1",
+      }),
+      false,
+    );
+    assert.equal(await check({ zod: "npm:zod@4.6.6" }), false);
+    assert.equal(await check({ zod: "npm:zod@^4.6.7" }), false);
+    assert.equal(await check({ zod: "npm:zod@4.6.7" }), true);
+    assert.equal(await check({ fjs: "jsr:@supabase/functions-js@^2" }), true);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });
