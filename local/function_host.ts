@@ -42,6 +42,24 @@ const _BOOT_ERROR = {
 
 const _NAME = /^[A-Za-z0-9_-]+$/;
 
+const _DENO_ENV = [
+  "HOME",
+  "PATH",
+  "TMPDIR",
+  "DENO_DIR",
+  "DENO_CERT",
+  "DENO_TLS_CA_STORE",
+  "NPM_CONFIG_REGISTRY",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+];
+
 /**
  * Serves the project's functions from worker processes and reloads them
  * when their files change.
@@ -193,9 +211,10 @@ export class FunctionHost {
       `file://${entry}`,
     ];
     const env: Record<string, string> = Object.fromEntries(this.#options.env);
-    // Deno needs these to find its cache; nothing else of the stack's own
-    // environment reaches a function, as on the platform.
-    for (const key of ["HOME", "PATH", "DENO_DIR", "TMPDIR"]) {
+    // Deno needs these to find its cache and reach registries (proxies,
+    // certificates); nothing else of the stack's own environment reaches
+    // a function, as on the platform.
+    for (const key of _DENO_ENV) {
       const value = Deno.env.get(key);
       if (value !== undefined) env[key] = value;
     }
