@@ -77,6 +77,7 @@ export class FunctionHost {
   readonly #functionsDir: string;
   readonly #workers = new Map<string, Worker>();
   #closed = false;
+  #config: { functions?: Record<string, Record<string, unknown>> } = {};
 
   constructor(options: FunctionHostOptions) {
     this.#options = options;
@@ -225,7 +226,8 @@ export class FunctionHost {
       cwd: this.#options.projectDir,
       clearEnv: true,
       env,
-      stdin: "null",
+      // Held open, never written: the worker exits when it closes.
+      stdin: "piped",
       stdout: "piped",
       stderr: "piped",
     }).spawn();
@@ -239,6 +241,8 @@ export class FunctionHost {
       });
       void _lines(process.stderr, (line) => log(`[${name}] ${line}`));
       void process.status.then(({ code }) => {
+        // The end of the pipe that kept it alive.
+        process.stdin.close().catch(() => {});
         reject(new Error(`exited with code ${code}`));
         if (!this.#closed && this.#workers.get(name)?.process === process) {
           this.#workers.delete(name);
@@ -304,13 +308,21 @@ export class FunctionHost {
     import_map?: string;
   } {
     // Read on every request: a function added to config.toml (as
-    // `supabase functions new` does) applies without a restart.
-    const config = parseToml(
-      Deno.readTextFileSync(
-        `${this.#options.projectDir}supabase/config.toml`,
-      ),
-    ) as { functions?: Record<string, Record<string, unknown>> };
-    return config.functions?.[name] ?? {};
+    // `supabase functions new` does) applies without a restart. A file
+    // caught half-edited keeps the last settings that could be read.
+    const path = `${this.#options.projectDir}supabase/config.toml`;
+    try {
+      this.#config = parseToml(Deno.readTextFileSync(path)) as {
+        functions?: Record<string, Record<string, unknown>>;
+      };
+    } catch (error) {
+      this.#options.log(
+        `supabase/config.toml cannot be read (${
+          error instanceof Error ? error.message.split("\n")[0] : error
+        }): using the last settings read`,
+      );
+    }
+    return this.#config.functions?.[name] ?? {};
   }
 }
 

@@ -283,3 +283,61 @@ Deno.test("npmImportsInstalled: the project's functions use node_modules (nothin
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name:
+    "FunctionHost: a worker ends when the stack's process is killed outright (no orphan keeps its port)",
+  ignore: Deno.build.os !== "linux",
+  fn: async () => {
+    const p = await project();
+    try {
+      await p.write(
+        "pid/index.ts",
+        `export default { fetch: () => new Response(String(Deno.pid)) };\n`,
+      );
+      const script = `
+        import { FunctionHost } from ${
+        JSON.stringify(`${ROOT}local/function_host.ts`)
+      };
+        const host = new FunctionHost({ projectDir: ${
+        JSON.stringify(p.dir)
+      }, env: new Map(), log: () => {} });
+        const res = await host.lookup("pid").handler(new Request("http://x/functions/v1/pid"));
+        console.log(await res.text());
+        setInterval(() => {}, 1000);
+      `;
+      const stack = new Deno.Command(Deno.execPath(), {
+        args: ["eval", "--no-check", script],
+        cwd: ROOT,
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+      const reader = stack.stdout.pipeThrough(new TextDecoderStream())
+        .getReader();
+      let out = "";
+      while (!out.includes("\n")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        out += value;
+      }
+      const workerPid = Number(out.trim());
+      assert.ok(workerPid > 0, out);
+      await Deno.stat(`/proc/${workerPid}`); // running
+      stack.kill("SIGKILL");
+      await stack.status;
+      await reader.cancel();
+      // The worker sees its stdin end and exits; wait for it to go.
+      let gone = false;
+      for (let i = 0; i < 200 && !gone; i++) {
+        gone = await Deno.stat(`/proc/${workerPid}`).then(
+          () => false,
+          () => true,
+        );
+        if (!gone) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(gone, `worker ${workerPid} outlived the stack`);
+    } finally {
+      await p.remove();
+    }
+  },
+});

@@ -23,6 +23,14 @@ if (import.meta.main) await _main();
 
 async function _main(): Promise<void> {
   const [entry] = Deno.args;
+  // The stack holds this process's stdin open: when the stack is gone, even
+  // killed outright, stdin ends and so does this worker, never an orphan.
+  void (async () => {
+    for await (const _ of Deno.stdin.readable) {
+      // Nothing is ever written; only the end matters.
+    }
+    Deno.exit(0);
+  })();
   const serve = Deno.serve.bind(Deno);
   let served = false;
   const listen = (handler: Handler): Deno.HttpServer => {
