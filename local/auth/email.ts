@@ -685,10 +685,17 @@ async function _complete(
         : user.raw_user_meta_data,
     }, now);
   }
-  const issued = await issueSession(ctx, tx, user.id, {
-    userAgent: userAgent(req),
-    ip: clientIp(req),
-  });
+  const issued = await issueSession(
+    ctx,
+    tx,
+    user.id,
+    {
+      userAgent: userAgent(req),
+      ip: clientIp(req),
+    },
+    undefined,
+    "otp",
+  );
   return { issued, type };
 }
 

@@ -57,6 +57,15 @@ Deno.test("auth email: resetPasswordForEmail mails a recovery link; following it
     const f = fragment(back);
     assert.equal(f.get("type"), "recovery");
     assert.equal(f.get("token_type"), "bearer");
+    // A session from a mailed link is an OTP sign-in, as Supabase Auth says.
+    const payload = f.get("access_token")!.split(".")[1]
+      .replaceAll("-", "+").replaceAll("_", "/");
+    const claims = JSON.parse(
+      atob(payload + "=".repeat((4 - payload.length % 4) % 4)),
+    );
+    assert.deepEqual(claims.amr.map((a: { method: string }) => a.method), [
+      "otp",
+    ]);
     const session = await client.auth.setSession({
       access_token: f.get("access_token")!,
       refresh_token: f.get("refresh_token")!,
