@@ -12,7 +12,6 @@ import { createTestDatabase } from "../../local/testing/database.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { adminWriteProxy, authServerError } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
-import { AT_CREATION_MS } from "../../supabase/functions/_shared/email_proof.ts";
 import {
   startTestStack,
   type TestStack,
@@ -21,14 +20,35 @@ import {
 
 const MIGRATIONS = new URL("../../supabase/migrations", import.meta.url)
   .pathname;
-const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
+const listed = (prefix: string) =>
+  `${prefix}-${crypto.randomUUID().slice(0, 8)}@test.local`;
+// Listed, and its account created confirmed and stamped by the operator.
+const BOSS_EMAIL = listed("boss");
 // Listed, and its account created by an administrator before its owner
 // confirmed it: the door a first sign-up opened.
-const CLAIMED_EMAIL = `chief-${crypto.randomUUID().slice(0, 8)}@test.local`;
+const CLAIMED_EMAIL = listed("chief");
+// Listed, with no account at all: whoever signs up first is confirmed at
+// once, exactly like an account an administrator creates confirmed.
+const FRESH_EMAIL = listed("new-boss");
+const SELF_STAMP_EMAIL = listed("self-made");
+// Listed both: a stamped administrator moves from one to the other.
+const MOVER_EMAIL = listed("mover");
+const MOVED_EMAIL = listed("moved");
+const ADMIN_EMAILS = [
+  BOSS_EMAIL,
+  CLAIMED_EMAIL,
+  FRESH_EMAIL,
+  SELF_STAMP_EMAIL,
+  MOVER_EMAIL,
+  MOVED_EMAIL,
+].join(",");
 const stack: TestStack = await startTestStack({
-  functionEnv: { ADMIN_EMAILS: `${BOSS_EMAIL},${CLAIMED_EMAIL}` },
+  functionEnv: { ADMIN_EMAILS },
 });
-const boss: TestUser = await stack.createUser({ email: BOSS_EMAIL });
+const boss: TestUser = await stack.createUser({
+  email: BOSS_EMAIL,
+  adminVerified: true,
+});
 
 function uniqueEmail(prefix: string, domain = "test.local"): string {
   return `${prefix}-${crypto.randomUUID().slice(0, 10)}@${domain}`;
@@ -89,7 +109,7 @@ async function withAdminWriteProxy(
 ): Promise<void> {
   const proxy = adminWriteProxy(stack.apiUrl, onAdminWrite);
   const served = await stack.withFunctionEnv({
-    ADMIN_EMAILS: `${BOSS_EMAIL},${CLAIMED_EMAIL}`,
+    ADMIN_EMAILS,
     SUPABASE_URL: proxy.url,
   });
   try {
@@ -201,9 +221,6 @@ e2eTest(
       email_confirm: false,
     });
     assert.equal(created.error, null);
-    // A claim is a later request than the creation (a stranger does not
-    // know the moment), never one within the same transaction.
-    await new Promise((r) => setTimeout(r, AT_CREATION_MS + 50));
     // Auth hands the unconfirmed account to the first sign-up, confirmed.
     const stranger = await signUp(CLAIMED_EMAIL);
     assert.equal(stranger.id, created.data.user!.id);
@@ -237,8 +254,150 @@ e2eTest(
   },
 );
 
+/** `usuarios` rows, Auth accounts and audit rows, to compare before and after. */
+async function everything() {
+  return {
+    rows: await stack.sql`
+      select id, correo, nombre_usuario, auth_user_id::text, rol
+      from public.usuarios order by id`,
+    accounts: await stack.sql`
+      select id::text, email, encrypted_password, raw_app_meta_data
+      from auth.users order by id`,
+  };
+}
+
 e2eTest(
-  "security: an ADMIN_EMAILS address whose account an administrator created confirmed keeps its rights: it reads emails and roles",
+  "security: a stranger who signs up first with an ADMIN_EMAILS address that has no account gets no rights: presence shows no emails, auth-sync 403, nothing changed",
+  async () => {
+    const victim = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("victim"), rol: "admin" },
+    });
+    // The future administrator's row, matched by correo: the stranger
+    // reaches it, and must get a standard user's view through it.
+    const [row] = await stack.sql`
+      insert into public.usuarios (correo, nombre_usuario)
+      values (${FRESH_EMAIL}, ${FRESH_EMAIL.split("@")[0]}) returning id`;
+    const stranger = await signUp(FRESH_EMAIL);
+    const { data } = await stack.admin().auth.admin.getUserById(stranger.id);
+    // Auth confirmed the sign-up at once, as it confirms an account an
+    // administrator creates with email_confirm: true.
+    assert.ok(data.user?.email_confirmed_at);
+    const before = await everything();
+
+    const read = await invoke(stranger.client, "presence", {
+      body: { ids: [victim.rowId, Number(row.id)] },
+    });
+    assert.equal(read.status, 200);
+    assert.equal(read.body.users.length, 2);
+    for (const u of read.body.users) {
+      assert.deepEqual(
+        Object.keys(u).filter((k) =>
+          ["correo", "auth_user_id", "rol"].includes(k)
+        ),
+        [],
+      );
+    }
+    assert.ok(!JSON.stringify(read.body).includes(victim.email));
+    const write = await invoke(stranger.client, "auth-sync", {
+      body: { action: "update", id: victim.rowId, password: "taken-over-4" },
+    });
+    assert.equal(write.status, 403);
+    assert.equal(write.body.code, "admin_required");
+    const sync = await invoke(stranger.client, "auth-sync", {
+      body: { action: "sync", ids: [Number(row.id)] },
+    });
+    assert.equal(sync.status, 403);
+
+    assert.deepEqual(await everything(), before);
+    assert.equal(await canSignIn(victim.email, victim.password), true);
+    assert.equal(await canSignIn(victim.email, "taken-over-4"), false);
+  },
+);
+
+e2eTest(
+  "security: a user cannot stamp its own ADMIN_EMAILS address: user_metadata is not read, app_metadata is refused (403 not_admin)",
+  async () => {
+    const victim = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("victim") },
+    });
+    const stranger = await signUp(SELF_STAMP_EMAIL);
+    const own = await stranger.client.auth.updateUser({
+      data: { admin_verified_email: SELF_STAMP_EMAIL },
+    });
+    assert.equal(own.error, null);
+    assert.equal(
+      own.data.user?.user_metadata.admin_verified_email,
+      SELF_STAMP_EMAIL,
+    );
+    // supabase-js sends whatever it is given; Auth refuses app_metadata
+    // from anyone but the service role.
+    const forged = await stranger.client.auth.updateUser(
+      {
+        app_metadata: { admin_verified_email: SELF_STAMP_EMAIL },
+      } as Parameters<SupabaseClient["auth"]["updateUser"]>[0],
+    );
+    assert.equal(forged.error?.status, 403);
+    assert.equal(forged.error?.code, "not_admin");
+    const { data } = await stack.admin().auth.admin.getUserById(stranger.id);
+    assert.equal(data.user?.app_metadata.admin_verified_email, undefined);
+    const before = await everything();
+
+    const read = await invoke(stranger.client, "presence", { body: {} });
+    assert.equal(read.status, 404);
+    assert.equal(read.body.code, "user_not_found");
+    const write = await invoke(stranger.client, "auth-sync", {
+      body: { action: "update", id: victim.rowId, password: "taken-over-5" },
+    });
+    assert.equal(write.status, 404);
+    assert.deepEqual(await everything(), before);
+    assert.equal(await canSignIn(victim.email, "taken-over-5"), false);
+  },
+);
+
+e2eTest(
+  "security: a stamped ADMIN_EMAILS administrator whose email then changes loses its rights, even to another listed address",
+  async () => {
+    const mover = await stack.createUser({
+      email: MOVER_EMAIL,
+      adminVerified: true,
+    });
+    const asAdmin = await invoke(mover.client, "auth-sync", {
+      body: { action: "sync", ids: [1], dry_run: true },
+    });
+    assert.equal(asAdmin.status, 200);
+    // What completing an email change does (the mail link Auth sends for a
+    // user's own change): the email changes, app_metadata stays.
+    const moved = await stack.admin().auth.admin.updateUserById(mover.id, {
+      email: MOVED_EMAIL,
+      email_confirm: true,
+    });
+    assert.equal(moved.error, null);
+    assert.equal(
+      moved.data.user?.app_metadata.admin_verified_email,
+      MOVER_EMAIL,
+    );
+    const read = await invoke(mover.client, "presence", { body: {} });
+    assert.equal(read.status, 404);
+    const write = await invoke(mover.client, "auth-sync", {
+      body: { action: "sync", ids: [1], dry_run: true },
+    });
+    assert.equal(write.status, 404);
+    assert.equal(write.body.code, "user_not_found");
+
+    // The operator vouches for the new address: rights again.
+    const restamped = await stack.admin().auth.admin.updateUserById(mover.id, {
+      app_metadata: { admin_verified_email: MOVED_EMAIL },
+    });
+    assert.equal(restamped.error, null);
+    const again = await invoke(mover.client, "auth-sync", {
+      body: { action: "sync", ids: [1], dry_run: true },
+    });
+    assert.equal(again.status, 200);
+  },
+);
+
+e2eTest(
+  "security: an ADMIN_EMAILS address whose account an administrator created confirmed and stamped keeps its rights: it reads emails and roles",
   async () => {
     const other = await stack.createUser({
       row: { auth_user_id: true, correo: uniqueEmail("seen"), rol: "usuario" },

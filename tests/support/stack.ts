@@ -11,6 +11,7 @@
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { closeDatabases } from "../../supabase/functions/_shared/db.ts";
+import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
 import { functionEnv, localFunctions } from "../../local/functions.ts";
 import { createGateway } from "../../local/gateway.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
@@ -52,6 +53,12 @@ export interface CreateUserOptions {
   password?: string;
   /** Confirm the email (default true). */
   confirmed?: boolean;
+  /**
+   * Stamp the address as an operator does for an `ADMIN_EMAILS`
+   * administrator: `app_metadata.admin_verified_email` = the email
+   * (`_shared/email_proof.ts`). Default false.
+   */
+  adminVerified?: boolean;
   /**
    * The `usuarios` row to insert (columns as given; `auth_user_id: true`
    * links the new identity). `null` (default): no row.
@@ -165,6 +172,9 @@ export async function startTestStack(
         email,
         password,
         email_confirm: opts.confirmed ?? true,
+        ...(opts.adminVerified
+          ? { app_metadata: { [ADMIN_STAMP]: email } }
+          : {}),
       });
       if (created.error) throw created.error;
       const id = created.data.user.id;

@@ -1,7 +1,8 @@
 /**
  * Attacks: forged, tampered, expired and revoked tokens, keys used as
  * tokens, identities that borrow an administrator's name, an unconfirmed
- * administrator email or one claimed by signing up first, a flood of
+ * administrator email, one claimed by signing up first, one without an
+ * account taken by the first sign-up, a flood of
  * refused calls against the audit, addresses hidden in usernames, SQL and
  * JSON injection in every field, and CORS preflights that try to send
  * credentials. None may get through, and the
@@ -10,12 +11,10 @@
  * @module
  */
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import { AT_CREATION_MS } from "../../supabase/functions/_shared/email_proof.ts";
 import {
   contractProblem,
   maxUsuarioId,
   post,
-  sleep,
   type Tally,
   usuariosFingerprint,
 } from "./_support.ts";
@@ -499,6 +498,7 @@ async function _adminImpostors(
     tally.fail(category, "no unconfirmed address in ADMIN_EMAILS to test with");
   }
   await _claimedAdminAddress(t, tally, victim);
+  await _firstSignUpOfAdminAddress(t, tally, victim);
   await _signUpFirst(t, tally, tag, victim, realAdmin);
   const v = await _presence(t, victim.rowId!);
   tally.check(
@@ -526,8 +526,6 @@ async function _claimedAdminAddress(
     return;
   }
   await signedInUser(t, { email: listed, confirmed: false });
-  // A stranger's sign-up is a later request than the creation.
-  await sleep(AT_CREATION_MS + 50);
   const stranger = await signedUpUser(t, listed);
   await _expectRejected(
     t,
@@ -548,6 +546,90 @@ async function _claimedAdminAddress(
     stranger.token,
     { ids: [victim.rowId] },
     [404],
+  );
+}
+
+/**
+ * An `ADMIN_EMAILS` address that has no account yet: with confirmations
+ * off, a stranger who signs up with it first is confirmed at once, as an
+ * account an administrator creates confirmed would be. Without the
+ * operator's stamp (`app_metadata.admin_verified_email`) it gets no rights:
+ * no write, no read of emails. Positive control: a listed account the
+ * operator stamped is an administrator.
+ */
+async function _firstSignUpOfAdminAddress(
+  t: Target,
+  tally: Tally,
+  victim: User,
+): Promise<void> {
+  const category = "attack: first sign-up with an administrator address";
+  const fresh = t.adminEmails.find((e) => e.startsWith("fresh"));
+  const stamped = t.adminEmails.find((e) => e.startsWith("stamped"));
+  if (!fresh || !stamped) {
+    tally.fail(category, "no fresh and stamped addresses in ADMIN_EMAILS");
+    return;
+  }
+  const operatorsOwn = await signedInUser(t, {
+    email: stamped,
+    adminVerified: true,
+  });
+  tally.count(category);
+  const control = await post(t.apiUrl, "presence", {
+    headers: { Authorization: `Bearer ${operatorsOwn.token}` },
+    body: JSON.stringify({ ids: [victim.rowId] }),
+  });
+  tally.check(
+    category,
+    control.status === 200 && "correo" in (control.body?.users?.[0] ?? {}),
+    () =>
+      `positive control: stamped listed account got ${control.status} ${
+        control.text.slice(0, 160)
+      }`,
+  );
+
+  const stranger = await signedUpUser(t, fresh);
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "auth-sync",
+    "first sign-up with a listed address",
+    stranger.token,
+    { action: "update", id: victim.rowId, password: "Pwned-by-first-1" },
+    [404],
+  );
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "auth-sync",
+    "first sign-up with a listed address",
+    stranger.token,
+    { action: "sync", dry_run: true },
+    [404],
+  );
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "presence",
+    "first sign-up with a listed address",
+    stranger.token,
+    { ids: [victim.rowId] },
+    [404],
+  );
+  tally.count(category);
+  const signIn = await fetch(`${t.apiUrl}/auth/v1/token?grant_type=password`, {
+    method: "POST",
+    headers: { apikey: t.anonKey, "Content-Type": "application/json" },
+    body: JSON.stringify({ email: victim.email, password: "Pwned-by-first-1" }),
+  });
+  await signIn.body?.cancel();
+  tally.check(
+    category,
+    signIn.status === 400,
+    () =>
+      `the stranger's password opens the victim's account (${signIn.status})`,
   );
 }
 

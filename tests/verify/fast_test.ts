@@ -33,6 +33,8 @@ const ADMIN_EMAILS = [
   "jefa@example.com",
   "unconfirmed-boss@verify.test",
   "claimed-boss@verify.test",
+  "fresh-boss@verify.test",
+  "stamped-boss@verify.test",
 ];
 
 const logs = captureConsole();

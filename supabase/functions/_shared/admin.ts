@@ -4,11 +4,7 @@
  * @module
  */
 import type { Identity } from "./auth.ts";
-import {
-  autoconfirms,
-  confirmedAtCreation,
-  confirmedByMail,
-} from "./email_proof.ts";
+import { autoconfirms, ownsListedAddress } from "./email_proof.ts";
 import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 import type { MatchedRow } from "./match_user.ts";
@@ -39,7 +35,7 @@ export interface AdminPolicy {
   readonly adminEmails: ReadonlySet<string>;
   /**
    * Whether Auth confirms sign-ups at once (`mailer_autoconfirm`); asked
-   * only for a listed address confirmed after its account was created.
+   * only for a confirmed, listed address that no operator stamped.
    */
   readonly autoconfirm: () => Promise<boolean>;
 }
@@ -62,11 +58,11 @@ export function adminPolicy(env: FunctionEnv): AdminPolicy {
  *   `auth_user_id` there is no link to prove ownership at all, so there only
  *   `ADMIN_EMAILS` makes administrators;
  * - its email is listed in `ADMIN_EMAILS` (with or without a row) and it
- *   has proven it owns that mailbox (`email_proof.ts`): the email was
- *   confirmed when the account was created (by an administrator), or it was
- *   confirmed on a project that confirms by mail. A confirmation that a
- *   stranger's sign-up produced (Auth hands an unconfirmed account to the
- *   first sign-up when confirmations are off) is no proof.
+ *   has proven it owns that mailbox (`email_proof.ts`
+ *   {@linkcode ownsListedAddress}): an operator stamped the address in the
+ *   account's `app_metadata`, or it was confirmed on a project that
+ *   confirms by mail. With confirmations off a confirmation is no proof: a
+ *   stranger's first sign-up with a listed address is confirmed at once.
  *
  * @example
  * ```ts
@@ -84,9 +80,7 @@ export async function isAdmin(
   if (identity.email === null || !policy.adminEmails.has(identity.email)) {
     return false;
   }
-  if (!identity.emailConfirmed) return false;
-  if (confirmedAtCreation(identity)) return true;
-  return confirmedByMail(identity.emailConfirmed, await policy.autoconfirm());
+  return await ownsListedAddress(identity, policy.autoconfirm);
 }
 
 /**

@@ -9,25 +9,20 @@ import type { Identity } from "./auth.ts";
 import { HttpError } from "./errors.ts";
 import type { MatchedRow } from "./match_user.ts";
 
-const CREATED = "2026-11-20T09:00:00.000Z";
-// Created confirmed, as the admin API with email_confirm: true does.
+// Confirmed, and stamped by an operator (admin API app_metadata).
 const ana: Identity = {
   id: "u1",
   email: "ana@x.io",
   emailConfirmed: true,
-  createdAt: CREATED,
-  emailConfirmedAt: "2026-11-20T09:00:00.003Z",
+  appMetadata: { provider: "email", admin_verified_email: "ana@x.io" },
 };
-// Created unconfirmed, then confirmed by a later sign-up (or mail link).
+// Confirmed with no stamp: a sign-up under autoconfirm (first, or a claim
+// of an unconfirmed account), or a confirmation by mail.
 const claimed: Identity = {
   ...ana,
-  emailConfirmedAt: "2026-11-21T14:30:00.000Z",
+  appMetadata: { provider: "email", providers: ["email"] },
 };
-const unconfirmed: Identity = {
-  ...ana,
-  emailConfirmed: false,
-  emailConfirmedAt: null,
-};
+const unconfirmed: Identity = { ...ana, emailConfirmed: false };
 const row = (rol: string, level: MatchedRow["level"]): MatchedRow => ({
   id: 1,
   rol,
@@ -108,13 +103,13 @@ Deno.test("requireAdmin: ADMIN_EMAILS needs a confirmed email and no row", async
   );
 });
 
-Deno.test("isAdmin: ADMIN_EMAILS trusts an account created confirmed without asking Auth's settings", async () => {
+Deno.test("isAdmin: ADMIN_EMAILS trusts an account an operator stamped without asking Auth's settings", async () => {
   const admins = policy(["ana@x.io"], true);
   assert.equal(await isAdmin(ana, null, admins), true);
   assert.equal(admins.asked, 0);
 });
 
-Deno.test("isAdmin: ADMIN_EMAILS refuses an account confirmed after its creation while Auth autoconfirms (a claimed account)", async () => {
+Deno.test("isAdmin: ADMIN_EMAILS refuses a confirmed, unstamped account while Auth autoconfirms (a first sign-up or a claim)", async () => {
   const admins = policy(["ana@x.io"], true);
   assert.equal(await isAdmin(claimed, null, admins), false);
   assert.equal(admins.asked, 1);
@@ -124,7 +119,16 @@ Deno.test("isAdmin: ADMIN_EMAILS refuses an account confirmed after its creation
   );
 });
 
-Deno.test("isAdmin: ADMIN_EMAILS accepts a later confirmation where Auth confirms by mail (a mail round trip)", async () => {
+Deno.test("isAdmin: ADMIN_EMAILS refuses a stamp that names another address (the email changed since)", async () => {
+  const moved: Identity = {
+    ...ana,
+    email: "ana.new@x.io",
+  };
+  const admins = policy(["ana@x.io", "ana.new@x.io"], true);
+  assert.equal(await isAdmin(moved, null, admins), false);
+});
+
+Deno.test("isAdmin: ADMIN_EMAILS accepts an unstamped confirmation where Auth confirms by mail (a mail round trip)", async () => {
   assert.equal(await isAdmin(claimed, null, policy(["ana@x.io"], false)), true);
 });
 

@@ -24,10 +24,11 @@ export interface Identity {
   readonly email: string | null;
   /** Whether Auth has confirmed the email. */
   readonly emailConfirmed: boolean;
-  /** `email_confirmed_at` (ISO), `null` while unconfirmed. */
-  readonly emailConfirmedAt: string | null;
-  /** `created_at` of the account (ISO). */
-  readonly createdAt: string | null;
+  /**
+   * `app_metadata` as Auth reports it: only the service role writes it
+   * (`user_metadata`, which the user writes, is not kept).
+   */
+  readonly appMetadata: Readonly<Record<string, unknown>>;
 }
 
 /** How long Supabase Auth may take before the provider counts as down. */
@@ -152,8 +153,7 @@ export async function authenticate(
     id: user.id,
     email: user.email ? user.email.toLowerCase() : null,
     emailConfirmed: Boolean(user.email_confirmed_at),
-    emailConfirmedAt: user.email_confirmed_at ?? null,
-    createdAt: user.created_at ?? null,
+    appMetadata: user.app_metadata ?? {},
   };
 }
 

@@ -1,21 +1,22 @@
 /**
  * What proves that an account owns its email address (docs/security.md
- * "Security notes"). The one home of the rule that `ADMIN_EMAILS`
+ * "Administrator rights"). The one home of the rule that `ADMIN_EMAILS`
  * (`admin.ts`) and the linking of rows (`auth-sync/ownership.ts`) apply.
  *
  * A confirmed email alone is no proof: with `mailer_autoconfirm` on
  * (`enable_confirmations = false`, the default of `supabase start`) Supabase
- * Auth confirms every sign-up at once, and it hands an existing unconfirmed
- * account to whoever signs up with its address first (`signup.go`:
- * `user.Confirm` on the found user). What does prove it:
+ * Auth confirms every sign-up at once, in the request that creates the
+ * account, and it hands an existing unconfirmed account to whoever signs up
+ * with its address first (`signup.go`: `user.Confirm` on the found user). A
+ * stranger who signs up first with a listed address is thus confirmed
+ * exactly like an account an administrator created confirmed. What does
+ * prove it:
  *
  * - a confirmation on a project that confirms by mail (a real mail round
  *   trip): {@linkcode confirmedByMail};
- * - for an address an operator lists, an account whose email was confirmed
- *   when it was created: {@linkcode confirmedAtCreation}. Nobody but an
- *   administrator (admin API, Studio's "Auto Confirm User") or the first
- *   sign-up creates an account confirmed; a later claim of an unconfirmed
- *   account confirms it later.
+ * - for an address an operator lists, the operator's own word, written
+ *   where only the service role can write: {@linkcode stampedByAdmin}, the
+ *   {@linkcode ADMIN_STAMP} in the account's `app_metadata`.
  *
  * @module
  */
@@ -28,21 +29,33 @@ const _SETTINGS_TTL_MS = 60_000;
 const _cache = new Map<string, { autoconfirm: boolean; until: number }>();
 
 /**
- * Auth creates an account and confirms it in one transaction (admin API
- * `email_confirm: true`, or a sign-up under autoconfirm): the two
- * timestamps lie a few database round trips apart. A claim of an existing
- * account comes in a later request, which would have to land within this
- * window of the account's creation to pass for it; an Auth slower than
- * this refuses a real administrator (the safe way to fail).
+ * The `app_metadata` key in which an operator vouches for an account's
+ * address: its value is the address the operator verified. Supabase Auth
+ * lets only the service role write `app_metadata` (admin API, Studio, SQL);
+ * a user's own `updateUser` may not (403 `not_admin`), and what a user may
+ * write (`user_metadata`) is never read for it.
+ *
+ * @example
+ * ```ts
+ * await supabase.auth.admin.updateUserById(id, {
+ *   email_confirm: true,
+ *   app_metadata: { [ADMIN_STAMP]: "boss@example.com" },
+ * });
+ * ```
  */
-export const AT_CREATION_MS = 250;
+export const ADMIN_STAMP = "admin_verified_email";
 
-/** The two timestamps of an account that the rule reads. */
-export interface ConfirmationTimes {
-  /** `email_confirmed_at` (ISO), `null` while unconfirmed. */
-  readonly emailConfirmedAt: string | null;
-  /** `created_at` (ISO). */
-  readonly createdAt: string | null;
+/** What {@linkcode ownsListedAddress} reads of an account. */
+export interface AddressClaim {
+  /** The account's email, as Auth reports it now; `null` if it has none. */
+  readonly email: string | null;
+  /** Whether Auth has confirmed that email. */
+  readonly emailConfirmed: boolean;
+  /**
+   * The account's `app_metadata` as Auth reports it (`getUser`, or the
+   * `app_metadata` claim of a token Auth signed): never `user_metadata`.
+   */
+  readonly appMetadata: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -101,17 +114,50 @@ export function confirmedByMail(
 }
 
 /**
- * Whether the account's email was confirmed when the account was created
- * (within {@linkcode AT_CREATION_MS}), not by a later claim.
+ * Whether an operator vouched for the account's current address: its
+ * `app_metadata` {@linkcode ADMIN_STAMP} equals its email (both trimmed,
+ * case-insensitive). The stamp names the address, not the account, so an
+ * email changed later (by the user, through a mail link, or by an
+ * administrator) voids it until an operator stamps the new one.
  *
  * @example
  * ```ts
- * confirmedAtCreation({ createdAt: "2026-01-01T00:00:00.000Z", emailConfirmedAt: "2026-01-01T00:00:00.004Z" }); // true
- * confirmedAtCreation({ createdAt: "2026-01-01T00:00:00.000Z", emailConfirmedAt: "2026-01-01T09:30:00.000Z" }); // false
+ * stampedByAdmin("boss@x.io", { admin_verified_email: " Boss@X.io " }); // true
+ * stampedByAdmin("new@x.io", { admin_verified_email: "boss@x.io" }); // false
  * ```
  */
-export function confirmedAtCreation(times: ConfirmationTimes): boolean {
-  if (!times.emailConfirmedAt || !times.createdAt) return false;
-  const gap = Date.parse(times.emailConfirmedAt) - Date.parse(times.createdAt);
-  return Number.isFinite(gap) && Math.abs(gap) <= AT_CREATION_MS;
+export function stampedByAdmin(
+  email: string | null,
+  appMetadata: Readonly<Record<string, unknown>>,
+): boolean {
+  const stamp = appMetadata[ADMIN_STAMP];
+  if (email === null || typeof stamp !== "string") return false;
+  const wanted = email.trim().toLowerCase();
+  return wanted !== "" && stamp.trim().toLowerCase() === wanted;
+}
+
+/**
+ * Whether an account has proven that it owns the address it has, as a
+ * listed (`ADMIN_EMAILS`) address must: its email is confirmed, and either
+ * an operator stamped that address ({@linkcode stampedByAdmin}, in every
+ * configuration), or Auth confirms by mail ({@linkcode confirmedByMail}).
+ * Under autoconfirm, or when the setting is unknown (read as autoconfirm),
+ * a confirmation alone proves nothing. `autoconfirm` is asked only when the
+ * stamp does not decide.
+ *
+ * @example
+ * ```ts
+ * await ownsListedAddress(
+ *   { email: "boss@x.io", emailConfirmed: true, appMetadata: { admin_verified_email: "boss@x.io" } },
+ *   () => autoconfirms(env),
+ * ); // true, without asking Auth's settings
+ * ```
+ */
+export async function ownsListedAddress(
+  account: AddressClaim,
+  autoconfirm: () => Promise<boolean>,
+): Promise<boolean> {
+  if (account.email === null || !account.emailConfirmed) return false;
+  if (stampedByAdmin(account.email, account.appMetadata)) return true;
+  return confirmedByMail(account.emailConfirmed, await autoconfirm());
 }

@@ -6,10 +6,8 @@
  * mail: with `mailer_autoconfirm` on (`enable_confirmations = false`, the
  * default of `supabase start`), every sign-up is confirmed at once, and
  * anyone can sign up first with the address of a row that has no account
- * yet. Auth reports the setting in `GET /auth/v1/settings`. Unlike an
- * `ADMIN_EMAILS` address, a confirmation at creation is no proof here: a
- * row's address exists before its account, so the first sign-up with it is
- * created confirmed (`_shared/email_proof.ts`).
+ * yet. Auth reports the setting in `GET /auth/v1/settings`
+ * (`_shared/email_proof.ts`).
  *
  * @module
  */
