@@ -19,8 +19,11 @@ e2eTest(
   "presence-ping: missing environment gives 500 with the missing object",
   async () => {
     const u = await stack.createUser({ row: { auth_user_id: true } });
+    // The anon key is missing only when neither it nor a publishable key
+    // (SUPABASE_PUBLISHABLE_KEYS, which the stack also passes) is set.
     const served = await stack.withFunctionEnv({
       SUPABASE_ANON_KEY: "",
+      SUPABASE_PUBLISHABLE_KEYS: "",
       SUPABASE_DB_URL: " ",
     });
     try {
