@@ -35,7 +35,7 @@ export const CURSOR_MAX_AGE_S = 3600;
 /**
  * Serves one read (method and environment already checked).
  *
- * 200 `{ok, server_time, users, next_after_id, cursor, resync}`.
+ * 200 `{ok, server_time, users, removed, next_after_id, cursor, resync}`.
  */
 export async function presence(
   req: Request,
@@ -56,31 +56,41 @@ export async function presence(
   let resync = false;
   if (body.cursor !== undefined) {
     since = await openCursor(body.cursor, ctx.env.serviceRoleKey);
-    // Statuses computed with other thresholds, or a cursor older than the
-    // lookback, cannot be continued: the answer starts a full read over.
-    if (!isFresh(since, awayS, offlineS, Date.now())) {
+    // A cursor sealed under another key, issued under other thresholds, or
+    // older than the lookback cannot be continued: the answer starts a full
+    // read over.
+    if (!since || !isFresh(since, awayS, offlineS, Date.now())) {
       since = null;
       resync = true;
     }
   }
-  const result = await withColumns(
-    sql,
-    (columns) =>
-      readPresence(sql, columns, {
-        ids: body.ids,
-        status: body.status,
-        afterId: resync ? 0 : body.after_id ?? 0,
-        limit: body.limit,
-        since,
-        admin,
-        awayS,
-        offlineS,
-      }),
-  );
+  const read = (from: CursorState | null) =>
+    withColumns(
+      sql,
+      (columns) =>
+        readPresence(sql, columns, {
+          ids: body.ids,
+          status: body.status,
+          afterId: from || !resync ? body.after_id ?? 0 : 0,
+          limit: body.limit,
+          since: from,
+          admin,
+          awayS,
+          offlineS,
+        }),
+    );
+  let result = await read(since);
+  if (result.reset) {
+    // The table was truncated, or the cursor comes from another cluster's
+    // transaction ids: only a full read is sure.
+    resync = true;
+    result = await read(null);
+  }
   return json({
     ok: true,
     server_time: result.serverTime.toISOString(),
     users: result.users,
+    removed: result.removed,
     next_after_id: result.nextAfterId,
     cursor: await sealCursor(result.cursor, ctx.env.serviceRoleKey),
     resync,
