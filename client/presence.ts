@@ -90,18 +90,32 @@ function _listen(target: _EventSource, type: string, fn: () => void) {
 export interface PresenceKitOptions {
   /** The project URL (`SUPABASE_URL`), for the `pagehide` ping. */
   url: string;
-  /** The anon key, sent as `apikey` by the `pagehide` ping. */
-  anonKey: string;
-  /** Time between pings (default 180 000, 3 minutes; the guidance: 2 to 5). */
+  /**
+   * The project's publishable key (`sb_publishable_…`), sent as `apikey` by
+   * the `pagehide` ping. This or `anonKey` is required.
+   */
+  publishableKey?: string;
+  /** The legacy anon key, in place of `publishableKey`. */
+  anonKey?: string;
+  /**
+   * Time between pings (default 180 000, 3 minutes; the guidance: 2 to 5).
+   * At least {@linkcode MIN_INTERVAL_MS}.
+   */
   intervalMs?: number;
-  /** Time between polls of {@linkcode PresenceKit.watch} (default 15 000). */
+  /**
+   * Time between polls of {@linkcode PresenceKit.watch} (default 15 000).
+   * At least {@linkcode MIN_WATCH_INTERVAL_MS}.
+   */
   watchIntervalMs?: number;
   /**
    * Spread of each wait, as a fraction (default 0.2: ±10 %), so that
    * clients started together do not ping together.
    */
   jitter?: number;
-  /** First wait after a 503 or a network failure (default 1 000). */
+  /**
+   * First wait after a 503 or a network failure (default 1 000). At least
+   * {@linkcode MIN_BACKOFF_MS}.
+   */
   backoffBaseMs?: number;
   /** Longest wait after failures (default 300 000). */
   backoffMaxMs?: number;
@@ -114,6 +128,15 @@ export interface PresenceKitOptions {
   /** The `fetch` of the `pagehide` ping (default `globalThis.fetch`). */
   fetch?: typeof fetch;
 }
+
+/** Shortest `intervalMs`: a ping is a write; faster pings buy nothing. */
+export const MIN_INTERVAL_MS = 10_000;
+
+/** Shortest `watchIntervalMs`: status moves by the minute. */
+export const MIN_WATCH_INTERVAL_MS = 1_000;
+
+/** Shortest `backoffBaseMs`, so a failing API is never hammered. */
+export const MIN_BACKOFF_MS = 100;
 
 /**
  * Where the kit is: `starting` until the first answer; `online` after a
@@ -171,10 +194,14 @@ export interface KitEvents {
   ping: { state: "online" | "offline"; user: PingResult };
 }
 
-/** The live map {@linkcode PresenceKit.watch} hands to its callback. */
+/**
+ * The live map {@linkcode PresenceKit.watch} hands to its callback, with
+ * what this poll changed: users listed again, ids deleted from the table,
+ * and whether the map was rebuilt from a full read.
+ */
 export type OnPresenceChange = (
   users: ReadonlyMap<number, PresenceUser>,
-  change: { changed: PresenceUser[]; resync: boolean },
+  change: { changed: PresenceUser[]; removed: number[]; resync: boolean },
 ) => void;
 
 type _Answer = {
@@ -234,11 +261,29 @@ export class PresenceKit {
   constructor(client: SupabaseClient, options: PresenceKitOptions) {
     this.#client = client;
     this.#url = options.url.replace(/\/+$/, "");
-    this.#anonKey = options.anonKey;
-    this.#intervalMs = options.intervalMs ?? 180_000;
-    this.#watchIntervalMs = options.watchIntervalMs ?? 15_000;
+    const key = options.publishableKey ?? options.anonKey;
+    if (!key) {
+      throw new TypeError(
+        "PresenceKit: publishableKey (or anonKey) is required",
+      );
+    }
+    this.#anonKey = key;
+    this.#intervalMs = _atLeast(
+      "intervalMs",
+      options.intervalMs ?? 180_000,
+      MIN_INTERVAL_MS,
+    );
+    this.#watchIntervalMs = _atLeast(
+      "watchIntervalMs",
+      options.watchIntervalMs ?? 15_000,
+      MIN_WATCH_INTERVAL_MS,
+    );
     this.#jitter = options.jitter ?? 0.2;
-    this.#backoffBaseMs = options.backoffBaseMs ?? 1_000;
+    this.#backoffBaseMs = _atLeast(
+      "backoffBaseMs",
+      options.backoffBaseMs ?? 1_000,
+      MIN_BACKOFF_MS,
+    );
     this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
     this.#pageSize = options.pageSize ?? 500;
     this.#clock = options.clock ?? systemClock;
@@ -301,12 +346,15 @@ export class PresenceKit {
   }
 
   /**
-   * Stops pinging and watching and pings `offline`; resolves when that
-   * ping has been answered (or has failed, which is reported).
+   * Stops pinging and watching (every watcher ends: call
+   * {@linkcode PresenceKit.watch} again after a new start) and pings
+   * `offline`; resolves when that ping has been answered (or has failed,
+   * which is reported).
    */
   async stop(): Promise<void> {
     const wasRunning = this.#running;
     this.#halt("stopped");
+    this.#stopWatchers();
     if (wasRunning) await this.#enqueue("offline", false);
   }
 
@@ -358,13 +406,17 @@ export class PresenceKit {
   /** Stops everything and lets go of the client's auth listener. */
   dispose(): void {
     this.#halt("stopped");
+    this.#stopWatchers();
+    for (const off of this.#unsubscribe.splice(0)) off();
+  }
+
+  #stopWatchers(): void {
     for (const w of this.#watchers) {
       w.stopped = true;
       w.off();
       this.#clearWatch(w);
     }
     this.#watchers.clear();
-    for (const off of this.#unsubscribe.splice(0)) off();
   }
 
   // ---- pings ------------------------------------------------------------
@@ -420,6 +472,8 @@ export class PresenceKit {
   }
 
   async #signedOut(): Promise<void> {
+    // Watchers read as the signed-out user: they end with the session.
+    this.#stopWatchers();
     if (!this.#running) return;
     const token = this.#token;
     this.#halt("stopped");
@@ -472,6 +526,9 @@ export class PresenceKit {
       if (answer.status === 200) {
         this.#failures = 0;
         const user = answer.body.user as PingResult;
+        // An online answer that arrives after stop() or a hidden page says
+        // nothing about the kit any more: no state, no event.
+        if (scheduled && (!this.#running || this.#page.hidden())) return;
         if (state === "online" && scheduled) {
           this.#setState("online");
           this.#schedule(this.#spread(this.#intervalMs));
@@ -557,12 +614,37 @@ export class PresenceKit {
       let resync = since === null;
       let cursor: string | null = null;
       let afterId: number | null = null;
+      let refreshed = false;
       const users: PresenceUser[] = [];
-      do {
+      const removed: number[] = [];
+      for (;;) {
         const body: Record<string, unknown> = { limit: this.#pageSize };
         if (since !== null) body.cursor = since;
         if (afterId !== null) body.after_id = afterId;
         const answer = await this.#invoke("presence", body);
+        if (w.stopped) return;
+        if (
+          answer.status === 401 && answer.body.error === "JWT expired" &&
+          !refreshed
+        ) {
+          // Once per poll, as pings do; a second one is reported.
+          refreshed = true;
+          const { error } = await this.#client.auth.refreshSession();
+          if (!error) continue;
+        }
+        if (answer.status === 400 && since !== null) {
+          // The cursor was refused (a deploy that changed its format, a
+          // tampered store): drop it and start over with a full read now,
+          // never resend it.
+          w.cursor = null;
+          since = null;
+          resync = true;
+          cursor = null;
+          afterId = null;
+          users.length = 0;
+          removed.length = 0;
+          continue;
+        }
         if (answer.status !== 200) throw answer;
         if (cursor === null) {
           cursor = String(answer.body.cursor);
@@ -572,14 +654,17 @@ export class PresenceKit {
           }
         }
         users.push(...(answer.body.users as PresenceUser[]));
+        removed.push(...((answer.body.removed ?? []) as number[]));
         afterId = answer.body.next_after_id as number | null;
-      } while (afterId !== null && !w.stopped);
+        if (afterId === null || w.stopped) break;
+      }
       if (w.stopped) return;
       if (resync) w.users = new Map();
       for (const u of users) w.users.set(u.id, u);
+      for (const id of removed) w.users.delete(id);
       w.cursor = cursor;
       w.failures = 0;
-      w.onChange(w.users, { changed: users, resync });
+      w.onChange(w.users, { changed: users, removed, resync });
     } catch (failure) {
       if (w.stopped) return;
       const answer: _Answer = _isAnswer(failure) ? failure : {
@@ -672,6 +757,13 @@ interface _Watcher {
   stopped: boolean;
   /** Removes its visibility listener. */
   off: () => void;
+}
+
+function _atLeast(name: string, value: number, min: number): number {
+  if (!Number.isFinite(value) || value < min) {
+    throw new RangeError(`PresenceKit: ${name} must be at least ${min}`);
+  }
+  return value;
 }
 
 function _isAnswer(value: unknown): value is _Answer {

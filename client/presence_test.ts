@@ -8,6 +8,9 @@ import {
   type Clock,
   type KitError,
   type KitState,
+  MIN_BACKOFF_MS,
+  MIN_INTERVAL_MS,
+  MIN_WATCH_INTERVAL_MS,
   type PageLifecycle,
   PresenceKit,
   type PresenceKitOptions,
@@ -623,4 +626,178 @@ Deno.test("PresenceKit.watch: pauses while the page is hidden", async () => {
   await clock.advance(0);
   assert.equal(client.calls.length, 2);
   unwatch();
+});
+
+function delta(extra: Record<string, unknown> = {}) {
+  return {
+    status: 200,
+    body: {
+      ok: true,
+      users: [],
+      removed: [],
+      next_after_id: null,
+      cursor: "c",
+      resync: false,
+      ...extra,
+    },
+  };
+}
+
+Deno.test("PresenceKit.watch: removed ids leave the map", async () => {
+  const { clock, client, kit } = setup({ watchIntervalMs: 10_000 });
+  const answers = [
+    delta({ users: [user(1, "online"), user(2, "online")], cursor: "c1" }),
+    delta({ removed: [2], cursor: "c2" }),
+  ];
+  client.reply = () => answers.shift()!;
+  const seen: Array<{ ids: number[]; removed: number[] }> = [];
+  const unwatch = kit.watch((users, { removed }) =>
+    seen.push({ ids: [...users.keys()], removed })
+  );
+  await clock.advance(0);
+  await clock.advance(10_000);
+  unwatch();
+  assert.deepEqual(seen, [{ ids: [1, 2], removed: [] }, {
+    ids: [1],
+    removed: [2],
+  }]);
+});
+
+for (
+  const [how, end] of [
+    ["stop()", (kit: PresenceKit) => kit.stop()],
+    ["signOut()", (kit: PresenceKit) => kit.signOut()],
+    ["a SIGNED_OUT event", (_kit: PresenceKit, client: FakeClient) => {
+      client.emitAuth("SIGNED_OUT", null);
+      return Promise.resolve();
+    }],
+  ] as const
+) {
+  Deno.test(`PresenceKit.watch: watchers stop polling after ${how}`, async () => {
+    const { clock, client, kit } = setup({ watchIntervalMs: 10_000 });
+    client.reply = (call) =>
+      call.name === "presence"
+        ? delta()
+        : { status: 200, body: _pingBody("offline") };
+    kit.start();
+    kit.watch(() => {});
+    await clock.advance(0);
+    const polls = () =>
+      client.calls.filter((c) => c.name === "presence").length;
+    assert.equal(polls(), 1);
+    await end(kit, client);
+    await clock.advance(600_000);
+    assert.equal(polls(), 1);
+  });
+}
+
+Deno.test("PresenceKit.watch: a poll answered JWT expired refreshes once and is retried", async () => {
+  const { clock, client, kit, errors } = setup({ watchIntervalMs: 10_000 });
+  let n = 0;
+  client.reply = () =>
+    n++ === 0
+      ? { status: 401, body: { code: "invalid_token", error: "JWT expired" } }
+      : delta({ users: [user(1, "online")] });
+  const sizes: number[] = [];
+  const unwatch = kit.watch((users) => sizes.push(users.size));
+  await clock.advance(0);
+  unwatch();
+  assert.equal(client.refreshes, 1);
+  assert.deepEqual(sizes, [1]);
+  assert.deepEqual(errors, []);
+});
+
+Deno.test("PresenceKit.watch: a refused cursor is dropped for a full read, never resent", async () => {
+  const { clock, client, kit } = setup({ watchIntervalMs: 10_000 });
+  const answers = [
+    delta({ users: [user(1, "online")], cursor: "c1" }),
+    {
+      status: 400,
+      body: { code: "validation_failed", issues: [{ path: ["cursor"] }] },
+    },
+    delta({ users: [user(3, "online")], cursor: "c3" }),
+    delta({ cursor: "c4" }),
+  ];
+  client.reply = () => answers.shift()!;
+  const seen: Array<{ ids: number[]; resync: boolean }> = [];
+  const unwatch = kit.watch((users, { resync }) =>
+    seen.push({ ids: [...users.keys()], resync })
+  );
+  await clock.advance(0);
+  await clock.advance(10_000);
+  await clock.advance(10_000);
+  unwatch();
+  assert.deepEqual(client.calls.map((c) => c.body.cursor), [
+    undefined,
+    "c1",
+    undefined,
+    "c3",
+  ]);
+  assert.deepEqual(seen, [
+    { ids: [1], resync: true },
+    { ids: [3], resync: true },
+    { ids: [3], resync: false },
+  ]);
+});
+
+Deno.test("PresenceKit: an online answer arriving after stop() emits no online state or ping", async () => {
+  const { clock, client, kit, states } = setup();
+  let release = () => {};
+  client.reply = (call) =>
+    call.body.state === "online"
+      ? new Promise((r) =>
+        release = () => r({ status: 200, body: _pingBody("online") })
+      )
+      : { status: 200, body: _pingBody("offline") };
+  const pings: string[] = [];
+  kit.on("ping", (p) => pings.push(p.state));
+  kit.start();
+  await clock.advance(0);
+  const stopped = kit.stop();
+  release();
+  await stopped;
+  await clock.advance(0);
+  assert.ok(!states.includes("online"), states.join());
+  assert.deepEqual(pings, ["offline"]);
+  assert.equal(kit.state, "stopped");
+});
+
+Deno.test("PresenceKit: intervals below their lower bounds are refused, naming the option", () => {
+  for (
+    const [name, value] of [
+      ["intervalMs", 0],
+      ["intervalMs", MIN_INTERVAL_MS - 1],
+      ["watchIntervalMs", 0],
+      ["backoffBaseMs", 0],
+      ["intervalMs", Number.NaN],
+    ] as const
+  ) {
+    assert.throws(
+      () => setup({ [name]: value }),
+      (e: Error) => e instanceof RangeError && e.message.includes(name),
+    );
+  }
+  setup({
+    intervalMs: MIN_INTERVAL_MS,
+    watchIntervalMs: MIN_WATCH_INTERVAL_MS,
+    backoffBaseMs: MIN_BACKOFF_MS,
+  });
+});
+
+Deno.test("PresenceKit: publishableKey is accepted in place of anonKey and sent as apikey", async () => {
+  const { clock, page, kit, fetches } = setup({
+    anonKey: undefined,
+    publishableKey: "sb_publishable_abc",
+  });
+  kit.start();
+  await clock.advance(0);
+  page.close();
+  assert.equal(
+    new Headers(fetches[0].init.headers).get("apikey"),
+    "sb_publishable_abc",
+  );
+  assert.throws(
+    () => setup({ anonKey: undefined }),
+    /publishableKey \(or anonKey\) is required/,
+  );
 });
