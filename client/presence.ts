@@ -129,11 +129,14 @@ export interface PresenceKitOptions {
   fetch?: typeof fetch;
 }
 
-/** Shortest `intervalMs`: a ping is a write; faster pings buy nothing. */
-export const MIN_INTERVAL_MS = 10_000;
+/**
+ * Shortest `intervalMs`. A floor against a loop of pings (`0`), not a
+ * recommendation: a ping is a write, and the guidance is 2 to 5 minutes.
+ */
+export const MIN_INTERVAL_MS = 1_000;
 
-/** Shortest `watchIntervalMs`: status moves by the minute. */
-export const MIN_WATCH_INTERVAL_MS = 1_000;
+/** Shortest `watchIntervalMs`: a floor against a loop of polls. */
+export const MIN_WATCH_INTERVAL_MS = 250;
 
 /** Shortest `backoffBaseMs`, so a failing API is never hammered. */
 export const MIN_BACKOFF_MS = 100;

@@ -15,7 +15,7 @@ import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
 // Short waits so that the test runs in seconds; the page reads them.
-const DEMO_PATH = "/demo/?interval=400&watch=250&backoff=200";
+const DEMO_PATH = "/demo/?interval=1000&watch=250&backoff=200";
 const WAIT = { timeout: 20_000 };
 
 const stack: TestStack = await startTestStack();
