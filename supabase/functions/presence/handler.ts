@@ -10,7 +10,7 @@
  * @module
  */
 import { isAdmin } from "../_shared/admin.ts";
-import { authenticate, bearerToken } from "../_shared/auth.ts";
+import { bearerToken } from "../_shared/auth.ts";
 import { withColumns } from "../_shared/columns.ts";
 import { database } from "../_shared/db.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
@@ -20,7 +20,7 @@ import {
   readJsonBody,
   type RequestContext,
 } from "../_shared/http.ts";
-import { findUsuario, matchRules } from "../_shared/match_user.ts";
+import { readingCaller } from "./caller.ts";
 import { type CursorState, openCursor, sealCursor } from "./cursor.ts";
 import { readPresence } from "./query.ts";
 import { parsePresenceRequest } from "./schema.ts";
@@ -41,11 +41,11 @@ export async function presence(
   req: Request,
   ctx: RequestContext,
 ): Promise<Response> {
-  const identity = await authenticate(bearerToken(req), ctx.env);
   const sql = database(ctx.env);
-  const row = await withColumns(
+  const { identity, row } = await readingCaller(
     sql,
-    (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
+    bearerToken(req),
+    ctx.env,
   );
   const admin = isAdmin(identity, row, ctx.env.adminEmails);
   if (!row && !admin) throw new HttpError("user_not_found");
