@@ -86,6 +86,64 @@ function _listen(target: _EventSource, type: string, fn: () => void) {
   return () => target.removeEventListener(type, fn);
 }
 
+/**
+ * A channel between the tabs of one browser (same origin): what the kit
+ * needs of `BroadcastChannel`. Each `onMessage` returns a function that
+ * removes the listener.
+ */
+export interface TabChannel {
+  post(message: TabMessage): void;
+  onMessage(fn: (message: TabMessage) => void): () => void;
+}
+
+/** What tabs tell each other: `here` (running, now and then) or `bye` (closing). */
+export interface TabMessage {
+  kind: "here" | "bye";
+  /** The sending tab's random id. */
+  tab: string;
+  /** The signed-in user (`sub` of the access token), or `null`. */
+  user: string | null;
+}
+
+/**
+ * The browser's `BroadcastChannel` named for the project, or `null` where
+ * there is none (then every tab acts alone).
+ */
+export function browserTabs(url: string): TabChannel | null {
+  const BC = (globalThis as unknown as {
+    BroadcastChannel?: new (name: string) => {
+      postMessage(m: unknown): void;
+      addEventListener(t: "message", fn: (e: { data: unknown }) => void): void;
+      removeEventListener(
+        t: "message",
+        fn: (e: { data: unknown }) => void,
+      ): void;
+    };
+  }).BroadcastChannel;
+  if (!BC) return null;
+  const channel = new BC(`presence-kit:${url}`);
+  return {
+    post: (message) => channel.postMessage(message),
+    onMessage: (fn) => {
+      const listener = (e: { data: unknown }) => {
+        const m = e.data as TabMessage | null;
+        if (m && (m.kind === "here" || m.kind === "bye")) fn(m);
+      };
+      channel.addEventListener("message", listener);
+      return () => channel.removeEventListener("message", listener);
+    },
+  };
+}
+
+/**
+ * Where a page can leave a note for the next page of the same tab
+ * (`sessionStorage`), so that a navigation is told from a close.
+ */
+export interface TabNotes {
+  get(key: string): string | null;
+  set(key: string, value: string): void;
+}
+
 /** Options of {@linkcode PresenceKit}. */
 export interface PresenceKitOptions {
   /** The project URL (`SUPABASE_URL`), for the `pagehide` ping. */
@@ -127,7 +185,31 @@ export interface PresenceKitOptions {
   page?: PageLifecycle;
   /** The `fetch` of the `pagehide` ping (default `globalThis.fetch`). */
   fetch?: typeof fetch;
+  /**
+   * The channel to the user's other tabs (default: a `BroadcastChannel`
+   * where there is one; `null`: this tab acts alone).
+   */
+  tabs?: TabChannel | null;
+  /** Notes for the next page of this tab (default: `sessionStorage`). */
+  notes?: TabNotes | null;
 }
+
+/** How often a running tab tells the others it is there. */
+export const TAB_HEARTBEAT_MS = 10_000;
+
+/**
+ * How long a tab counts as open after its last word. Longer than a
+ * background tab's throttled timers (once a minute in Chrome), so that a
+ * hidden tab still counts; a tab that crashed counts this long at most.
+ */
+export const TAB_ALIVE_MS = 90_000;
+
+/**
+ * A page that starts within this long after the previous page of its tab
+ * sent `offline` (a navigation, not a close) pings `online` once more soon
+ * after, in case the two pings crossed on the way.
+ */
+export const NAVIGATION_WINDOW_MS = 10_000;
 
 /**
  * Shortest `intervalMs`. A floor against a loop of pings (`0`), not a
@@ -256,6 +338,14 @@ export class PresenceKit {
   #pageListening = false;
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
+  readonly #tabs: TabChannel | null;
+  readonly #notes: TabNotes | null;
+  readonly #tabId: string;
+  // Other tabs of this origin: when each last spoke, and as whom.
+  #peers = new Map<string, { at: number; user: string | null }>();
+  #heartbeat: unknown = null;
+  // A navigation just replaced this tab's page: confirm online soon.
+  #confirmSoon = false;
 
   /**
    * @param client a supabase-js client; the kit signs in with nothing, it
@@ -293,6 +383,16 @@ export class PresenceKit {
     this.#random = options.random ?? Math.random;
     this.#page = options.page ?? browserPage();
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#tabs = options.tabs === undefined
+      ? browserTabs(this.#url)
+      : options.tabs;
+    this.#notes = options.notes === undefined ? _sessionNotes() : options.notes;
+    this.#tabId = `${this.#clock.now().toString(36)}-${
+      Math.floor(this.#random() * 2 ** 32).toString(36)
+    }-${Math.random().toString(36).slice(2, 8)}`;
+    if (this.#tabs) {
+      this.#unsubscribe.push(this.#tabs.onMessage((m) => this.#heard(m)));
+    }
     const { data } = client.auth.onAuthStateChange((event, session) => {
       if (session) this.#token = session.access_token;
       // Not awaited: supabase-js holds its auth lock while it calls back,
@@ -340,6 +440,9 @@ export class PresenceKit {
         this.#page.onPageHide(() => this.#pageHidden()),
       );
     }
+    const offlineAt = Number(this.#notes?.get(_OFFLINE_NOTE) ?? NaN);
+    this.#confirmSoon = this.#clock.now() - offlineAt < NAVIGATION_WINDOW_MS;
+    this.#sayHere();
     if (this.#page.hidden()) {
       this.#setState("paused");
     } else {
@@ -462,6 +565,11 @@ export class PresenceKit {
     if (!this.#running || this.#token === null) return;
     this.#halt("stopped");
     this.#resumeOnShow = true;
+    this.#tabs?.post({ kind: "bye", tab: this.#tabId, user: this.#user() });
+    // Another tab of this user is open: it keeps the user online, and the
+    // row must not say offline while it does.
+    if (this.#othersOpen()) return;
+    this.#notes?.set(_OFFLINE_NOTE, String(this.#clock.now()));
     this.#fetch(`${this.#url}/functions/v1/presence-ping`, {
       method: "POST",
       keepalive: true,
@@ -472,6 +580,47 @@ export class PresenceKit {
       },
       body: JSON.stringify({ state: "offline" }),
     }).catch(() => {});
+  }
+
+  // ---- tabs -------------------------------------------------------------
+
+  #user(): string | null {
+    return this.#token === null ? null : _subject(this.#token);
+  }
+
+  #othersOpen(): boolean {
+    const me = this.#user();
+    const now = this.#clock.now();
+    for (const [tab, peer] of this.#peers) {
+      if (now - peer.at > TAB_ALIVE_MS) this.#peers.delete(tab);
+      else if (peer.user === me) return true;
+    }
+    return false;
+  }
+
+  #heard(m: TabMessage): void {
+    if (m.tab === this.#tabId) return;
+    if (m.kind === "bye") {
+      this.#peers.delete(m.tab);
+      return;
+    }
+    const known = this.#peers.has(m.tab);
+    this.#peers.set(m.tab, { at: this.#clock.now(), user: m.user });
+    // A newcomer learns at once who is already there.
+    if (!known && this.#running) {
+      this.#tabs?.post({ kind: "here", tab: this.#tabId, user: this.#user() });
+    }
+  }
+
+  #sayHere(): void {
+    if (this.#heartbeat !== null) this.#clock.clearTimeout(this.#heartbeat);
+    this.#heartbeat = null;
+    if (!this.#running || !this.#tabs) return;
+    this.#tabs.post({ kind: "here", tab: this.#tabId, user: this.#user() });
+    this.#heartbeat = this.#clock.setTimeout(
+      () => this.#sayHere(),
+      TAB_HEARTBEAT_MS,
+    );
   }
 
   async #signedOut(): Promise<void> {
@@ -491,6 +640,8 @@ export class PresenceKit {
     this.#resumeOnShow = false;
     if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#heartbeat !== null) this.#clock.clearTimeout(this.#heartbeat);
+    this.#heartbeat = null;
     // Page listeners belong to start(); the auth listener stays.
     this.#setState(state);
   }
@@ -534,7 +685,13 @@ export class PresenceKit {
         if (scheduled && (!this.#running || this.#page.hidden())) return;
         if (state === "online" && scheduled) {
           this.#setState("online");
-          this.#schedule(this.#spread(this.#intervalMs));
+          // Just after a navigation the previous page's offline may land
+          // after this online: say online again shortly.
+          const confirm = this.#confirmSoon;
+          this.#confirmSoon = false;
+          this.#schedule(
+            confirm ? _CONFIRM_MS : this.#spread(this.#intervalMs),
+          );
         } else if (state === "offline") {
           this.#setState(this.#running ? "offline" : "stopped");
         }
@@ -760,6 +917,46 @@ interface _Watcher {
   stopped: boolean;
   /** Removes its visibility listener. */
   off: () => void;
+}
+
+const _OFFLINE_NOTE = "presence-kit:offline-at";
+const _CONFIRM_MS = 2_000;
+
+function _sessionNotes(): TabNotes | null {
+  // Reading sessionStorage itself can throw (sandboxed frames).
+  const store = _safe(() =>
+    (globalThis as unknown as {
+      sessionStorage?: {
+        getItem(key: string): string | null;
+        setItem(key: string, value: string): void;
+      };
+    }).sessionStorage
+  );
+  if (!store) return null;
+  return {
+    get: (key) => _safe(() => store.getItem(key)),
+    set: (key, value) => void _safe(() => store.setItem(key, value)),
+  };
+}
+
+function _safe<T>(fn: () => T): T | null {
+  try {
+    return fn();
+  } catch {
+    return null;
+  }
+}
+
+// The `sub` of an access token, read without verifying it: it only tells
+// this user's tabs from another user's on the same browser.
+function _subject(token: string): string | null {
+  try {
+    const part = token.split(".")[1].replaceAll("-", "+").replaceAll("_", "/");
+    const sub = JSON.parse(atob(part)).sub;
+    return typeof sub === "string" ? sub : null;
+  } catch {
+    return null;
+  }
 }
 
 function _atLeast(name: string, value: number, min: number): number {

@@ -11,10 +11,16 @@ import {
   MIN_BACKOFF_MS,
   MIN_INTERVAL_MS,
   MIN_WATCH_INTERVAL_MS,
+  NAVIGATION_WINDOW_MS,
   type PageLifecycle,
   PresenceKit,
   type PresenceKitOptions,
   type PresenceUser,
+  TAB_ALIVE_MS,
+  TAB_HEARTBEAT_MS,
+  type TabChannel,
+  type TabMessage,
+  type TabNotes,
 } from "./presence.ts";
 
 const TOKEN = "eyJ.secret-token.sig";
@@ -190,6 +196,8 @@ function setup(options: Partial<PresenceKitOptions> = {}) {
     clock,
     page,
     random: () => 0.5,
+    tabs: null,
+    notes: null,
     fetch: (url, init) => {
       fetches.push({ url: String(url), init: init ?? {} });
       return Promise.resolve(new Response("{}"));
@@ -800,4 +808,107 @@ Deno.test("PresenceKit: publishableKey is accepted in place of anonKey and sent 
     () => setup({ anonKey: undefined }),
     /publishableKey \(or anonKey\) is required/,
   );
+});
+
+/** An in-memory BroadcastChannel: every tab hears every other tab. */
+class FakeBus {
+  #listeners = new Set<(m: TabMessage) => void>();
+  channel(): TabChannel {
+    return {
+      post: (m) => {
+        for (const fn of [...this.#listeners]) fn(structuredClone(m));
+      },
+      onMessage: (fn) => {
+        this.#listeners.add(fn);
+        return () => this.#listeners.delete(fn);
+      },
+    };
+  }
+}
+
+function tab(bus: FakeBus, clock: FakeClock, notes: TabNotes | null = null) {
+  return setup({ clock, tabs: bus.channel(), notes });
+}
+
+const offlineFetches = (fetches: { init: RequestInit }[]) =>
+  fetches.filter((f) => String(f.init.body).includes("offline")).length;
+
+Deno.test("PresenceKit tabs: closing one of two tabs of a user sends no offline; closing the last does", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock), b = tab(bus, clock);
+  a.kit.start();
+  b.kit.start();
+  await clock.advance(0);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 0);
+  b.page.close();
+  assert.equal(offlineFetches(b.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: a hidden (paused) tab still counts as open", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock), b = tab(bus, clock);
+  a.kit.start();
+  b.kit.start();
+  await clock.advance(0);
+  b.page.setHidden(true);
+  await clock.advance(TAB_ALIVE_MS - 1);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 0);
+});
+
+Deno.test("PresenceKit tabs: a tab silent for longer than TAB_ALIVE_MS (crashed) no longer counts", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock);
+  a.kit.start();
+  await clock.advance(0);
+  // A tab that said hello once and then vanished without a word.
+  bus.channel().post({ kind: "here", tab: "ghost", user: null });
+  await clock.advance(TAB_ALIVE_MS + TAB_HEARTBEAT_MS);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: another user's tab on the same browser does not keep this user online", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock);
+  a.kit.start();
+  await clock.advance(0);
+  bus.channel().post({ kind: "here", tab: "other", user: "someone-else" });
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: a page started right after its tab's previous page went offline pings online again soon", async () => {
+  const store = new Map<string, string>();
+  const notes: TabNotes = {
+    get: (k) => store.get(k) ?? null,
+    set: (k, v) => void store.set(k, v),
+  };
+  const clock = new FakeClock();
+  const first = setup({ clock, tabs: null, notes });
+  first.kit.start();
+  await clock.advance(0);
+  first.page.close();
+  assert.equal(offlineFetches(first.fetches), 1);
+  // The next page of the same tab (a navigation).
+  const next = setup({ clock, tabs: null, notes });
+  next.kit.start();
+  await clock.advance(0);
+  assert.equal(next.client.pings("online"), 1);
+  await clock.advance(2_000);
+  assert.equal(next.client.pings("online"), 2);
+  // Then the usual interval.
+  await clock.advance(60_000);
+  assert.equal(next.client.pings("online"), 2);
+  // A page started long after a close pings on the usual interval only.
+  clock.time += NAVIGATION_WINDOW_MS;
+  const later = setup({ clock, tabs: null, notes });
+  later.kit.start();
+  await clock.advance(5_000);
+  assert.equal(later.client.pings("online"), 1);
 });

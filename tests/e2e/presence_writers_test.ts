@@ -406,6 +406,75 @@ if (onPostgres) {
   );
 }
 
+if (onPostgres) {
+  /** Runs `late` in a transaction that started before `meanwhile` ran and committed. */
+  async function startedEarlier<T>(
+    meanwhile: () => Promise<unknown>,
+    late: (tx: postgres.TransactionSql) => Promise<T>,
+  ): Promise<T> {
+    const other = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+    try {
+      return await other.begin(async (tx) => {
+        await tx`select now()`;
+        await new Promise((r) => setTimeout(r, 30));
+        await meanwhile();
+        return await late(tx);
+      }) as T;
+    } finally {
+      await other.end();
+    }
+  }
+
+  const recordPing = (
+    tx: postgres.TransactionSql,
+    u: { id: string; email: string },
+    state: string,
+  ) =>
+    tx`select id, ultimo_acceso, presence_state
+       from presence.record_ping(${u.id}::uuid, null, ${u.email}, ${state},
+                                 '{}'::text[], 0)`;
+
+  e2eTest(
+    "record_ping: ultimo_acceso never moves backwards when an earlier ping commits later",
+    async () => {
+      const u = await member("mono");
+      let newer = "";
+      const [late] = await startedEarlier(async () => {
+        const ping = await invoke(u.client, "presence-ping");
+        newer = ping.body.user.ultimo_acceso;
+      }, (tx) => recordPing(tx, u, "online"));
+      assert.equal((late.ultimo_acceso as Date).toISOString(), newer);
+      const [row] = await stack.sql`select ultimo_acceso from public.usuarios
+                                    where id = ${u.rowId!}`;
+      assert.equal((row.ultimo_acceso as Date).toISOString(), newer);
+    },
+  );
+
+  e2eTest(
+    "record_ping: an older offline never overwrites a newer online, and is answered as stored",
+    async () => {
+      const u = await member("order");
+      let newer = "";
+      const [late] = await startedEarlier(async () => {
+        const ping = await invoke(u.client, "presence-ping");
+        newer = ping.body.user.ultimo_acceso;
+      }, (tx) => recordPing(tx, u, "offline"));
+      assert.deepEqual(
+        [late.presence_state, (late.ultimo_acceso as Date).toISOString()],
+        ["online", newer],
+      );
+      const [row] = await stack.sql`select presence_state from public.usuarios
+                                    where id = ${u.rowId!}`;
+      assert.equal(row.presence_state, "online");
+      // A newer offline still lands.
+      const off = await invoke(u.client, "presence-ping", {
+        body: { state: "offline" },
+      });
+      assert.equal(off.body.user.presence_state, "offline");
+    },
+  );
+}
+
 for (const zone of ["Europe/Madrid", "America/Mexico_City"]) {
   e2eTest(
     `presence: a naive timestamp column under ${zone}: status and deltas by UTC`,
