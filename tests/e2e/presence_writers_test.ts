@@ -18,6 +18,7 @@ import {
 import {
   type PresenceUser,
   readPresence,
+  readShared,
 } from "../../supabase/functions/presence/query.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
@@ -302,6 +303,37 @@ e2eTest(
       target.rowId,
       "online",
     ]]);
+  },
+);
+
+e2eTest(
+  "readShared: the same read asked while one is in flight shares its statement; later ones run their own",
+  async () => {
+    const sql = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
+    try {
+      const columns = { authUserId: true, lastManualLogoutAt: true };
+      const options = {
+        afterId: 0,
+        limit: 500,
+        admin: false,
+        awayS: 300,
+        offlineS: 900,
+        since: null,
+      };
+      const first = await readPresence(sql, columns, options);
+      const since = { ...options, since: first.cursor };
+      const together = await Promise.all(
+        Array.from({ length: 8 }, () => readShared(sql, columns, since)),
+      );
+      assert.ok(together.every((r) => r === together[0]));
+      const other = await readShared(sql, columns, { ...since, limit: 7 });
+      assert.notEqual(other, together[0]);
+      const later = await readShared(sql, columns, since);
+      assert.notEqual(later, together[0]);
+      assert.deepEqual(later.users, together[0].users);
+    } finally {
+      await sql.end();
+    }
   },
 );
 

@@ -22,7 +22,7 @@ import {
 } from "../_shared/http.ts";
 import { readingCaller } from "./caller.ts";
 import { type CursorState, openCursor, sealCursor } from "./cursor.ts";
-import { readPresence } from "./query.ts";
+import { readShared } from "./query.ts";
 import { parsePresenceRequest } from "./schema.ts";
 
 /**
@@ -68,7 +68,7 @@ export async function presence(
     withColumns(
       sql,
       (columns) =>
-        readPresence(sql, columns, {
+        readShared(sql, columns, {
           ids: body.ids,
           status: body.status,
           afterId: from || !resync ? body.after_id ?? 0 : 0,

@@ -96,6 +96,40 @@ export async function readPresence(
   return _result(rows, options);
 }
 
+// Reads in flight, per pool, by everything that decides their answer.
+const _inFlight = new WeakMap<Sql, Map<string, Promise<ReadResult>>>();
+
+/**
+ * {@linkcode readPresence}, shared: watchers of this isolate that ask the
+ * same question while its statement runs (the same cursor, page and
+ * columns: a page of everyone, or an empty poll at the same moment) get
+ * that one statement's answer instead of each paying for their own. The
+ * answer is as of a snapshot taken a moment before the later callers
+ * asked, and its cursor is that snapshot, so nothing is missed.
+ */
+export function readShared(
+  sql: Sql,
+  columns: OptionalColumns,
+  options: ReadOptions,
+): Promise<ReadResult> {
+  let pending = _inFlight.get(sql);
+  if (!pending) {
+    pending = new Map();
+    _inFlight.set(sql, pending);
+  }
+  const key = JSON.stringify(
+    [columns, options],
+    (_k, v) => typeof v === "bigint" ? String(v) : v,
+  );
+  let read = pending.get(key);
+  if (!read) {
+    const started = readPresence(sql, columns, options);
+    read = started.finally(() => pending.delete(key));
+    pending.set(key, read);
+  }
+  return read;
+}
+
 interface _Row {
   t: Date;
   t_us: string;
