@@ -1,4 +1,6 @@
--- presence.record_ping, ordered: what a ping stores never goes back in time.
+-- presence.record_ping, ordered: what a ping stores never goes back in time;
+-- its matching rules moved into presence.match_usuario, which
+-- presence.reader (the read path's token proof) calls too.
 --
 -- Two rules on top of 20261123000100_create_presence_record_ping.sql, both
 -- decided by the database under the row lock, so whatever order concurrent
@@ -16,6 +18,166 @@
 -- stored, as before. Everything else is as in the first migration: fixed
 -- search_path and TimeZone, security invoker, no execute for anon or
 -- authenticated.
+-- The matching rules (docs/api.md "presence-ping"), in one place for
+-- every database caller: record_ping and presence.reader. First strategy
+-- that finds a row wins, each an index lookup: auth_user_id (where the
+-- column exists) > correo > nombre_usuario = email > nombre_usuario = the
+-- part before the last @ (only for the domains in p_username_domains, or
+-- all with '*'); lower() on both sides; the lowest id per strategy; a row
+-- linked to another identity never matched by email or username. p_email
+-- is lower-cased by the caller. level: 1 to 4, the strategy that matched.
+create or replace function presence.match_usuario(
+  p_user_id uuid,
+  p_email text,
+  p_username_domains text[],
+  out id bigint,
+  out level integer
+)
+language plpgsql
+stable
+security invoker
+set search_path = ''
+as $$
+declare
+  v_email text := p_email;
+  v_local text;
+  v_has_link boolean;
+  v_id bigint;
+begin
+  select coalesce(bool_or(a.attname = 'auth_user_id'), false)
+    into v_has_link
+  from pg_catalog.pg_attribute a
+  where a.attrelid = 'public.usuarios'::pg_catalog.regclass
+    and a.attname = 'auth_user_id'
+    and a.attnum > 0
+    and not a.attisdropped;
+
+  -- The part before the last @, where the rules allow the fourth strategy
+  -- for this email's domain; null otherwise (and then it matches nothing).
+  if v_email is not null
+     and ('*' = any (p_username_domains)
+          or pg_catalog.substring(v_email, '@([^@]*)$') = any (p_username_domains)) then
+    v_local := pg_catalog.substring(v_email, '^(.+)@[^@]*$');
+  end if;
+
+  -- First strategy that finds a row wins; each is an index lookup.
+  if v_has_link then
+    level := 1;
+    select u.id into v_id from public.usuarios u
+      where u.auth_user_id = p_user_id
+      order by u.id limit 1;
+    if v_id is null then
+      level := 2;
+      select u.id into v_id from public.usuarios u
+        where pg_catalog.lower(u.correo) = v_email
+          and (u.auth_user_id is null or u.auth_user_id = p_user_id)
+        order by u.id limit 1;
+    end if;
+    if v_id is null then
+      level := 3;
+      select u.id into v_id from public.usuarios u
+        where pg_catalog.lower(u.nombre_usuario) = v_email
+          and (u.auth_user_id is null or u.auth_user_id = p_user_id)
+        order by u.id limit 1;
+    end if;
+    if v_id is null and v_local is not null then
+      level := 4;
+      select u.id into v_id from public.usuarios u
+        where pg_catalog.lower(u.nombre_usuario) = v_local
+          and (u.auth_user_id is null or u.auth_user_id = p_user_id)
+        order by u.id limit 1;
+    end if;
+  else
+    level := 2;
+    select u.id into v_id from public.usuarios u
+      where pg_catalog.lower(u.correo) = v_email
+      order by u.id limit 1;
+    if v_id is null then
+      level := 3;
+      select u.id into v_id from public.usuarios u
+        where pg_catalog.lower(u.nombre_usuario) = v_email
+        order by u.id limit 1;
+    end if;
+    if v_id is null and v_local is not null then
+      level := 4;
+      select u.id into v_id from public.usuarios u
+        where pg_catalog.lower(u.nombre_usuario) = v_local
+        order by u.id limit 1;
+    end if;
+  end if;
+
+  id := v_id;
+  if v_id is null then
+    level := null;
+  end if;
+end;
+$$;
+
+comment on function presence.match_usuario(uuid, text, text[]) is
+  'The usuarios row of an identity by the project''s matching rules (auth_user_id > correo > nombre_usuario = email > nombre_usuario = local part for listed domains), and which rule matched (1 to 4).';
+
+revoke execute on function presence.match_usuario(uuid, text, text[])
+  from public, anon, authenticated;
+grant execute on function presence.match_usuario(uuid, text, text[])
+  to service_role, postgres;
+
+-- Who reads presence, at the cost of a ping: with a locally verified
+-- token's user and session, proves the session live and unexpired and the
+-- user neither banned nor deleted, and finds the reader's row and role. The
+-- email is the one auth.users holds now. session_ok false: nothing else is
+-- said (the caller asks Auth why).
+create or replace function presence.reader(
+  p_user_id uuid,
+  p_session_id uuid,
+  p_username_domains text[],
+  out session_ok boolean,
+  out email text,
+  out email_confirmed boolean,
+  out id bigint,
+  out rol text,
+  out level integer
+)
+language plpgsql
+stable
+security invoker
+set search_path = ''
+as $$
+declare
+  v_id bigint;
+  v_level integer;
+begin
+  select pg_catalog.lower(au.email::text), au.email_confirmed_at is not null
+    into email, email_confirmed
+  from auth.sessions s
+  join auth.users au on au.id = s.user_id
+  where s.id = p_session_id
+    and s.user_id = p_user_id
+    and au.deleted_at is null
+    and (au.banned_until is null or au.banned_until <= pg_catalog.now())
+    and (s.not_after is null or s.not_after > pg_catalog.now());
+  session_ok := found;
+  if not session_ok then
+    email := null;
+    return;
+  end if;
+  select m.id, m.level into v_id, v_level
+  from presence.match_usuario(p_user_id, email, p_username_domains) m;
+  if v_id is not null then
+    select u.rol::text into rol from public.usuarios u where u.id = v_id;
+    id := v_id;
+    level := v_level;
+  end if;
+end;
+$$;
+
+comment on function presence.reader(uuid, uuid, text[]) is
+  'presence: proves a locally verified session live (user neither banned nor deleted) and finds the reader''s usuarios row and role.';
+
+revoke execute on function presence.reader(uuid, uuid, text[])
+  from public, anon, authenticated;
+grant execute on function presence.reader(uuid, uuid, text[])
+  to service_role, postgres;
+
 create or replace function presence.record_ping(
   p_user_id uuid,
   p_session_id uuid,
@@ -36,7 +198,6 @@ set timezone = 'UTC'
 as $$
 declare
   v_email text;
-  v_local text;
   v_has_link boolean;
   v_has_logout boolean;
   v_id bigint;
@@ -75,52 +236,8 @@ begin
     and a.attnum > 0
     and not a.attisdropped;
 
-  -- The part before the last @, where the rules allow the fourth strategy
-  -- for this email's domain; null otherwise (and then it matches nothing).
-  if v_email is not null
-     and ('*' = any (p_username_domains)
-          or pg_catalog.substring(v_email, '@([^@]*)$') = any (p_username_domains)) then
-    v_local := pg_catalog.substring(v_email, '^(.+)@[^@]*$');
-  end if;
-
-  -- First strategy that finds a row wins; each is an index lookup.
-  if v_has_link then
-    select u.id into v_id from public.usuarios u
-      where u.auth_user_id = p_user_id
-      order by u.id limit 1;
-    if v_id is null then
-      select u.id into v_id from public.usuarios u
-        where pg_catalog.lower(u.correo) = v_email
-          and (u.auth_user_id is null or u.auth_user_id = p_user_id)
-        order by u.id limit 1;
-    end if;
-    if v_id is null then
-      select u.id into v_id from public.usuarios u
-        where pg_catalog.lower(u.nombre_usuario) = v_email
-          and (u.auth_user_id is null or u.auth_user_id = p_user_id)
-        order by u.id limit 1;
-    end if;
-    if v_id is null and v_local is not null then
-      select u.id into v_id from public.usuarios u
-        where pg_catalog.lower(u.nombre_usuario) = v_local
-          and (u.auth_user_id is null or u.auth_user_id = p_user_id)
-        order by u.id limit 1;
-    end if;
-  else
-    select u.id into v_id from public.usuarios u
-      where pg_catalog.lower(u.correo) = v_email
-      order by u.id limit 1;
-    if v_id is null then
-      select u.id into v_id from public.usuarios u
-        where pg_catalog.lower(u.nombre_usuario) = v_email
-        order by u.id limit 1;
-    end if;
-    if v_id is null and v_local is not null then
-      select u.id into v_id from public.usuarios u
-        where pg_catalog.lower(u.nombre_usuario) = v_local
-        order by u.id limit 1;
-    end if;
-  end if;
+  select m.id into v_id
+  from presence.match_usuario(p_user_id, v_email, p_username_domains) m;
 
   if v_id is null then
     return;

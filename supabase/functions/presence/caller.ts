@@ -1,8 +1,9 @@
 /**
  * Who reads, at the cost of a ping: an asymmetric access token verified
  * locally against the cached JWKS (as presence-ping's fast path does,
- * `_shared/jwt_local.ts`), then proven in one statement that also finds the
- * caller's row: the session still exists and is unexpired, the user is
+ * `_shared/jwt_local.ts`), then proven by the database function
+ * `presence.reader`, one short statement that also finds the caller's row
+ * by the same rules as a ping (`presence.match_usuario`): the session still exists and is unexpired, the user is
  * neither banned nor deleted, and the email matched is the one
  * `auth.users` holds now. No call to Auth on the hot path.
  *
@@ -16,7 +17,7 @@
  */
 import postgres from "postgres";
 import { authenticate, type Identity } from "../_shared/auth.ts";
-import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
+import { withColumns } from "../_shared/columns.ts";
 import type { Sql } from "../_shared/db.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
 import { type SessionClaims, verifyAsymmetric } from "../_shared/jwt_local.ts";
@@ -24,7 +25,6 @@ import { errorText, logEvent } from "../_shared/log.ts";
 import {
   findUsuario,
   MATCH_LEVELS,
-  matchCandidate,
   type MatchedRow,
   matchRules,
 } from "../_shared/match_user.ts";
@@ -67,7 +67,8 @@ export async function readingCaller(
 }
 
 // Errors that say the auth schema is not readable by this role or not as
-// expected (the same set as presence-ping's fast path): Auth decides.
+// expected, or that presence.reader is missing (the same set as
+// presence-ping's fast path): Auth decides.
 const _SCHEMA_ERRORS = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
 let _schemaErrorLogged = false;
 
@@ -77,10 +78,7 @@ async function _proven(
   env: FunctionEnv,
 ): Promise<Caller | null> {
   try {
-    return await withColumns(
-      sql,
-      (columns) => _statement(sql, claims, env, columns),
-    );
+    return await _statement(sql, claims, env);
   } catch (cause) {
     if (
       !(cause instanceof postgres.PostgresError) ||
@@ -98,46 +96,58 @@ async function _proven(
   }
 }
 
+// The values spliced into the statement text, each checked here: the
+// call then goes as one Parse/Bind/Execute flight (postgres.js waits for
+// parameter types before binding otherwise), as presence-ping's does.
+const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const _DOMAIN =
+  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
+const _EXTENDED = { simple: false } as postgres.UnsafeQueryOptions;
+
+/**
+ * The call of `presence.reader` as text (migration
+ * `20261124020100_order_presence_record_ping.sql`). Throws, sending
+ * nothing, on a value that is not a UUID or a domain name.
+ */
+export function readerText(
+  claims: SessionClaims,
+  usernameDomains: ReadonlySet<string>,
+): string {
+  if (!_UUID.test(claims.sub) || !_UUID.test(claims.sessionId)) {
+    throw new TypeError("reader: not a UUID");
+  }
+  const domains = [...usernameDomains];
+  if (!domains.every((d) => _DOMAIN.test(d))) {
+    throw new TypeError("reader: not a domain name");
+  }
+  const list = domains.length
+    ? `array[${domains.map((d) => `'${d}'`).join(",")}]::text[]`
+    : "'{}'::text[]";
+  return `select session_ok, email, email_confirmed, id, rol, level from presence.reader('${claims.sub}'::uuid, '${claims.sessionId}'::uuid, ${list})`;
+}
+
 async function _statement(
   sql: Sql,
   claims: SessionClaims,
   env: FunctionEnv,
-  columns: OptionalColumns,
 ): Promise<Caller | null> {
-  const keys = {
-    id: sql`${claims.sub}::uuid`,
-    email: sql`(select email from guard)`,
-  };
-  const rows = await sql<
+  const [r] = await sql.unsafe<
     {
+      session_ok: boolean;
       email: string | null;
-      confirmed: boolean;
+      email_confirmed: boolean | null;
       id: string | null;
       rol: string | null;
       level: number | null;
     }[]
-  >`
-    with guard as (
-      select lower(au.email) as email,
-             au.email_confirmed_at is not null as confirmed
-      from auth.sessions s
-      join auth.users au on au.id = s.user_id
-      where s.id = ${claims.sessionId}::uuid
-        and s.user_id = ${claims.sub}::uuid
-        and au.deleted_at is null
-        and (au.banned_until is null or au.banned_until <= now())
-        and (s.not_after is null or s.not_after > now())
-    ),
-    c as (${matchCandidate(sql, keys, columns, matchRules(env))})
-    select g.email, g.confirmed, u.id, u.rol, c.level
-    from guard g
-    left join c on true
-    left join public.usuarios u on u.id = c.id
-  `;
-  const r = rows[0];
-  if (!r) return null;
+  >(readerText(claims, env.usernameMatchDomains), [], _EXTENDED);
+  if (!r?.session_ok) return null;
   return {
-    identity: { id: claims.sub, email: r.email, emailConfirmed: r.confirmed },
+    identity: {
+      id: claims.sub,
+      email: r.email,
+      emailConfirmed: r.email_confirmed === true,
+    },
     row: r.id === null ? null : {
       id: Number(r.id),
       rol: r.rol,
