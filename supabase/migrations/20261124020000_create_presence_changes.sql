@@ -89,33 +89,54 @@ revoke execute on function presence.log_usuarios_changes()
   from public, anon, authenticated;
 
 -- Statement-level with transition tables: a bulk write ("everyone offline")
--- logs its rows in one statement, not one per row.
-drop trigger if exists usuarios_log_insert on public.usuarios;
-create trigger usuarios_log_insert
-  after insert on public.usuarios
-  referencing new table as new_rows
-  for each statement execute function presence.log_usuarios_changes();
-
-drop trigger if exists usuarios_log_update on public.usuarios;
-create trigger usuarios_log_update
-  after update on public.usuarios
-  referencing old table as old_rows new table as new_rows
-  for each statement execute function presence.log_usuarios_changes();
-
-drop trigger if exists usuarios_log_delete on public.usuarios;
-create trigger usuarios_log_delete
-  after delete on public.usuarios
-  referencing old table as old_rows
-  for each statement execute function presence.log_usuarios_changes();
-
-drop trigger if exists usuarios_log_truncate on public.usuarios;
-create trigger usuarios_log_truncate
-  after truncate on public.usuarios
-  for each statement execute function presence.log_usuarios_changes();
-
--- Also in replica mode (session_replication_role = replica, as data-only
--- restores and logical replication apply run): those are writers too.
-alter table public.usuarios enable always trigger usuarios_log_insert;
-alter table public.usuarios enable always trigger usuarios_log_update;
-alter table public.usuarios enable always trigger usuarios_log_delete;
-alter table public.usuarios enable always trigger usuarios_log_truncate;
+-- logs its rows in one statement, not one per row. Enabled ALWAYS, so that
+-- replica-mode writers (session_replication_role = replica, as data-only
+-- restores and logical replication apply run) are logged too.
+--
+-- Creating a trigger takes a SHARE ROW EXCLUSIVE lock on usuarios for an
+-- instant (catalog only, no scan), which must wait for writes in flight;
+-- while it waits, new writes would queue behind it. So it waits at most 2 s
+-- per attempt, steps aside for a second, and tries again (10 attempts): a
+-- busy table's writes are held up for at most 2 s at a time.
+do $$
+declare
+  attempt integer;
+begin
+  for attempt in 1 .. 10 loop
+    begin
+      perform pg_catalog.set_config('lock_timeout', '2s', true);
+      drop trigger if exists usuarios_log_insert on public.usuarios;
+      create trigger usuarios_log_insert
+        after insert on public.usuarios
+        referencing new table as new_rows
+        for each statement execute function presence.log_usuarios_changes();
+      drop trigger if exists usuarios_log_update on public.usuarios;
+      create trigger usuarios_log_update
+        after update on public.usuarios
+        referencing old table as old_rows new table as new_rows
+        for each statement execute function presence.log_usuarios_changes();
+      drop trigger if exists usuarios_log_delete on public.usuarios;
+      create trigger usuarios_log_delete
+        after delete on public.usuarios
+        referencing old table as old_rows
+        for each statement execute function presence.log_usuarios_changes();
+      drop trigger if exists usuarios_log_truncate on public.usuarios;
+      create trigger usuarios_log_truncate
+        after truncate on public.usuarios
+        for each statement execute function presence.log_usuarios_changes();
+      alter table public.usuarios
+        enable always trigger usuarios_log_insert,
+        enable always trigger usuarios_log_update,
+        enable always trigger usuarios_log_delete,
+        enable always trigger usuarios_log_truncate;
+      perform pg_catalog.set_config('lock_timeout', '0', true);
+      return;
+    exception when lock_not_available then
+      raise notice 'public.usuarios is busy (attempt % of 10): trying again in 1 s', attempt;
+      perform pg_catalog.pg_sleep(1);
+    end;
+  end loop;
+  raise exception 'public.usuarios stayed locked by other transactions: the presence change-log triggers were not created. Run supabase db push again when the table is quieter.'
+    using errcode = '55P03';
+end
+$$;
