@@ -438,25 +438,25 @@ if (onPostgres) {
   );
 }
 
-if (onPostgres) {
-  /** Runs `late` in a transaction that started before `meanwhile` ran and committed. */
-  async function startedEarlier<T>(
-    meanwhile: () => Promise<unknown>,
-    late: (tx: postgres.TransactionSql) => Promise<T>,
-  ): Promise<T> {
-    const other = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
-    try {
-      return await other.begin(async (tx) => {
-        await tx`select now()`;
-        await new Promise((r) => setTimeout(r, 30));
-        await meanwhile();
-        return await late(tx);
-      }) as T;
-    } finally {
-      await other.end();
-    }
+/** Runs `late` in a transaction that started before `meanwhile` ran and committed. */
+async function startedEarlier<T>(
+  meanwhile: () => Promise<unknown>,
+  late: (tx: postgres.TransactionSql) => Promise<T>,
+): Promise<T> {
+  const other = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+  try {
+    return await other.begin(async (tx) => {
+      await tx`select now()`;
+      await new Promise((r) => setTimeout(r, 30));
+      await meanwhile();
+      return await late(tx);
+    }) as T;
+  } finally {
+    await other.end();
   }
+}
 
+if (onPostgres) {
   const recordPing = (
     tx: postgres.TransactionSql,
     u: { id: string; email: string },
