@@ -202,6 +202,9 @@ declare
   v_has_logout boolean;
   v_id bigint;
   v_now timestamptz := pg_catalog.date_trunc('milliseconds', pg_catalog.now());
+  -- The ping's time as the column stores it (a timestamp(0) column rounds,
+  -- possibly up): comparisons with stored times are then like with like.
+  v_now_stored public.usuarios.ultimo_acceso%type := v_now;
   v_skip_after timestamptz;
 begin
   if p_state is null or p_state not in ('online', 'offline') then
@@ -256,7 +259,7 @@ begin
   -- newest row version) is left alone.
   if v_has_link and v_has_logout and p_state = 'offline' then
     update public.usuarios u
-      set ultimo_acceso = greatest(u.ultimo_acceso, v_now), presence_state = p_state,
+      set ultimo_acceso = greatest(u.ultimo_acceso, v_now_stored), presence_state = p_state,
           last_manual_logout_at = v_now
       where u.id = v_id
         and (u.auth_user_id is null or u.auth_user_id = p_user_id)
@@ -264,42 +267,42 @@ begin
                  and u.ultimo_acceso is not null
                  and u.ultimo_acceso > v_skip_after)
         and not (p_state = 'offline' and u.presence_state = 'online'
-                 and u.ultimo_acceso > v_now)
+                 and u.ultimo_acceso > v_now_stored)
       returning u.id, u.ultimo_acceso, u.presence_state
       into id, ultimo_acceso, presence_state;
   elsif v_has_link then
     update public.usuarios u
-      set ultimo_acceso = greatest(u.ultimo_acceso, v_now), presence_state = p_state
+      set ultimo_acceso = greatest(u.ultimo_acceso, v_now_stored), presence_state = p_state
       where u.id = v_id
         and (u.auth_user_id is null or u.auth_user_id = p_user_id)
         and not (u.presence_state = p_state
                  and u.ultimo_acceso is not null
                  and u.ultimo_acceso > v_skip_after)
         and not (p_state = 'offline' and u.presence_state = 'online'
-                 and u.ultimo_acceso > v_now)
+                 and u.ultimo_acceso > v_now_stored)
       returning u.id, u.ultimo_acceso, u.presence_state
       into id, ultimo_acceso, presence_state;
   elsif v_has_logout and p_state = 'offline' then
     update public.usuarios u
-      set ultimo_acceso = greatest(u.ultimo_acceso, v_now), presence_state = p_state,
+      set ultimo_acceso = greatest(u.ultimo_acceso, v_now_stored), presence_state = p_state,
           last_manual_logout_at = v_now
       where u.id = v_id
         and not (u.presence_state = p_state
                  and u.ultimo_acceso is not null
                  and u.ultimo_acceso > v_skip_after)
         and not (p_state = 'offline' and u.presence_state = 'online'
-                 and u.ultimo_acceso > v_now)
+                 and u.ultimo_acceso > v_now_stored)
       returning u.id, u.ultimo_acceso, u.presence_state
       into id, ultimo_acceso, presence_state;
   else
     update public.usuarios u
-      set ultimo_acceso = greatest(u.ultimo_acceso, v_now), presence_state = p_state
+      set ultimo_acceso = greatest(u.ultimo_acceso, v_now_stored), presence_state = p_state
       where u.id = v_id
         and not (u.presence_state = p_state
                  and u.ultimo_acceso is not null
                  and u.ultimo_acceso > v_skip_after)
         and not (p_state = 'offline' and u.presence_state = 'online'
-                 and u.ultimo_acceso > v_now)
+                 and u.ultimo_acceso > v_now_stored)
       returning u.id, u.ultimo_acceso, u.presence_state
       into id, ultimo_acceso, presence_state;
   end if;

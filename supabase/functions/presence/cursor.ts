@@ -13,11 +13,13 @@
  * Three outcomes when a cursor comes back:
  * - it opens: its state;
  * - it was sealed under another key (the service key was rotated, the
- *   project switched to the new API keys) or by an older format: `null`,
- *   and the caller answers a full read flagged `resync`, never a dead end;
+ *   project switched to the new API keys): `null`, and the caller answers a
+ *   full read flagged `resync`, never a dead end;
  * - anything else (malformed, altered, a tag that does not verify under the
- *   current key): 400 `validation_failed` with an issue at `["cursor"]`,
- *   never a 500.
+ *   current key, a cursor of the first format, `payload.mac`, from before
+ *   2026-11-24): 400 `validation_failed` with an issue at `["cursor"]`,
+ *   never a 500; a client drops it and reads everyone again, as the kit
+ *   does.
  *
  * @module
  */
@@ -92,17 +94,13 @@ export async function sealCursor(
 
 /**
  * Opens a sealed cursor: its state; `null` when it was sealed under another
- * key or an older format (the caller starts a full read over, `resync`);
- * or throws 400 `validation_failed` when it is not a cursor at all or was
- * altered.
+ * key (the caller starts a full read over, `resync`); or throws 400
+ * `validation_failed` when it is not a cursor at all or was altered.
  */
 export async function openCursor(
   text: string,
   secret: string,
 ): Promise<CursorState | null> {
-  // The first format (before 2026-11-24) was `payload.mac`: a cursor a
-  // watcher held across the upgrade, not an error.
-  if (/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/.test(text)) return null;
   const bytes = _unb64(text);
   if (!bytes || bytes.length < _MIN_BYTES) throw _invalid();
   if (bytes[0] !== _FORMAT) throw _invalid();
