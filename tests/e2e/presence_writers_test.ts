@@ -210,14 +210,16 @@ e2eTest(
     // security is on for the table the migration creates).
     await stack.sql.unsafe(`
       do $$ begin
+        -- Roles belong to the cluster, grants and policies to this database.
         if not exists (select 1 from pg_roles where rolname = 'app_writer_18') then
           create role app_writer_18 nologin nosuperuser;
-          grant usage on schema public to app_writer_18;
-          grant select, update on public.usuarios to app_writer_18;
-          create policy app_writer_18_all on public.usuarios to app_writer_18
-            using (true) with check (true);
         end if;
-      end $$`);
+      end $$;
+      grant usage on schema public to app_writer_18;
+      grant select, update on public.usuarios to app_writer_18;
+      drop policy if exists app_writer_18_all on public.usuarios;
+      create policy app_writer_18_all on public.usuarios to app_writer_18
+        using (true) with check (true);`);
     const w = await watcher(reader);
     try {
       await stack.sql.begin(async (tx) => {
