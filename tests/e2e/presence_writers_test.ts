@@ -309,7 +309,7 @@ e2eTest(
 );
 
 e2eTest(
-  "readShared: the same read asked while one is in flight shares its statement; later ones run their own",
+  "readShared: a read asked while one that covers it is in flight shares its statement; later ones run their own",
   async () => {
     const sql = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
     try {
@@ -333,6 +333,21 @@ e2eTest(
       const later = await readShared(sql, columns, since);
       assert.notEqual(later, together[0]);
       assert.deepEqual(later.users, together[0].users);
+      // A newer cursor asked while an older one's read runs shares it (its
+      // answer covers the newer one's); an older cursor never shares a
+      // newer one's.
+      const older = readShared(sql, columns, since);
+      const newer = readShared(sql, columns, {
+        ...options,
+        since: later.cursor,
+      });
+      assert.equal(await newer, await older);
+      const newest = readShared(sql, columns, {
+        ...options,
+        since: later.cursor,
+      });
+      const oldest = readShared(sql, columns, since);
+      assert.notEqual(await oldest, await newest);
     } finally {
       await sql.end();
     }

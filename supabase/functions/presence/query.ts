@@ -96,16 +96,22 @@ export async function readPresence(
   return _result(rows, options);
 }
 
-// Reads in flight, per pool, by everything that decides their answer.
-const _inFlight = new WeakMap<Sql, Map<string, Promise<ReadResult>>>();
+// Reads in flight, per pool: by everything but the cursor, then the
+// cursor (null for a full read) and the pending answer.
+const _inFlight = new WeakMap<
+  Sql,
+  Map<string, { since: CursorState | null; read: Promise<ReadResult> }[]>
+>();
 
 /**
- * {@linkcode readPresence}, shared: watchers of this isolate that ask the
- * same question while its statement runs (the same cursor, page and
- * columns: a page of everyone, or an empty poll at the same moment) get
- * that one statement's answer instead of each paying for their own. The
- * answer is as of a snapshot taken a moment before the later callers
- * asked, and its cursor is that snapshot, so nothing is missed.
+ * {@linkcode readPresence}, shared by the watchers of this isolate: a read
+ * asked while another one runs whose answer covers it (the same page,
+ * columns and thresholds, and a cursor no newer than this one's, see
+ * {@linkcode covers}) gets that statement's answer instead of paying for
+ * its own. Such an answer may list users that did not change since this
+ * caller's cursor (harmless: the view applies them again) and never misses
+ * one; its cursor is the shared statement's snapshot, so the watchers that
+ * shared a poll hold the same cursor afterwards and keep sharing.
  */
 export function readShared(
   sql: Sql,
@@ -117,17 +123,52 @@ export function readShared(
     pending = new Map();
     _inFlight.set(sql, pending);
   }
-  const key = JSON.stringify(
-    [columns, options],
-    (_k, v) => typeof v === "bigint" ? String(v) : v,
+  const key = JSON.stringify([columns, { ...options, since: null }]);
+  const running = pending.get(key) ?? [];
+  const shared = running.find((r) =>
+    options.since === null
+      ? r.since === null
+      : r.since !== null && covers(r.since, options.since)
   );
-  let read = pending.get(key);
-  if (!read) {
-    const started = readPresence(sql, columns, options);
-    read = started.finally(() => pending.delete(key));
-    pending.set(key, read);
-  }
-  return read;
+  if (shared) return shared.read;
+  const entry = {
+    since: options.since,
+    read: readPresence(sql, columns, options).finally(() => {
+      const list = pending.get(key)!;
+      list.splice(list.indexOf(entry), 1);
+      if (list.length === 0) pending.delete(key);
+    }),
+  };
+  running.push(entry);
+  pending.set(key, running);
+  return entry.read;
+}
+
+/**
+ * Whether a changes-since answer from cursor `a` lists everything one from
+ * cursor `b` would (same thresholds assumed): every transaction `b` could
+ * not see, `a` could not see either (`xmax(a) <= xmax(b)`, and each of
+ * `xip(b)` below `xmax(a)` is in `xip(a)`), and `a`'s clock window starts no
+ * later than `b`'s.
+ *
+ * @example
+ * ```ts
+ * covers({ ...s, snapshot: "10:12:10" }, { ...s, snapshot: "11:14:11,12" }); // false: 11 is seen by the first
+ * ```
+ */
+export function covers(a: CursorState, b: CursorState): boolean {
+  if (a.time > b.time) return false;
+  const sa = _snapshot(a.snapshot), sb = _snapshot(b.snapshot);
+  if (sa.xmax > sb.xmax) return false;
+  return sb.xip.every((x) => x >= sa.xmax || sa.xip.includes(x));
+}
+
+function _snapshot(text: string): { xmax: bigint; xip: bigint[] } {
+  const [, xmax, xip] = text.split(":");
+  return {
+    xmax: BigInt(xmax),
+    xip: xip ? xip.split(",").map((x) => BigInt(x)) : [],
+  };
 }
 
 interface _Row {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { withoutDomain } from "./query.ts";
+import { covers, withoutDomain } from "./query.ts";
 
 Deno.test("withoutDomain: a username that is an email is cut at its last @", () => {
   assert.equal(withoutDomain("carla@example.com"), "carla");
@@ -7,4 +7,26 @@ Deno.test("withoutDomain: a username that is an email is cut at its last @", () 
   assert.equal(withoutDomain("@example.com"), "");
   assert.equal(withoutDomain("diego"), "diego");
   assert.equal(withoutDomain(null), null);
+});
+
+const at = (time: bigint, snapshot: string) => ({
+  time,
+  snapshot,
+  awayS: 300,
+  offlineS: 900,
+});
+
+Deno.test("covers: an older cursor's answer covers a newer one's", () => {
+  assert.equal(covers(at(1n, "10:12:10"), at(2n, "10:14:10,12")), true);
+  assert.equal(covers(at(1n, "10:12:10,11"), at(1n, "11:13:11")), true);
+  assert.equal(covers(at(1n, "5:9:"), at(1n, "5:9:")), true);
+});
+
+Deno.test("covers: not when the other cursor could not see what this one saw", () => {
+  // 11 committed before the first snapshot but was open at the second.
+  assert.equal(covers(at(1n, "10:12:10"), at(2n, "10:14:10,11")), false);
+  // A newer snapshot never covers an older one.
+  assert.equal(covers(at(2n, "10:14:10,12"), at(1n, "10:12:10")), false);
+  // Nor an older time window.
+  assert.equal(covers(at(3n, "10:12:10"), at(2n, "10:12:10")), false);
 });
