@@ -26,23 +26,30 @@
 -- row (docs/performance.md, "Reading presence").
 create schema if not exists presence;
 
-create table if not exists presence.changes (
-  user_id bigint primary key,
-  txid xid8 not null,
-  logged_at timestamptz not null default now()
-);
-
-comment on table presence.changes is
-  'Change log of public.usuarios for the presence function''s changes-since cursor: the top-level transaction id of the last write of each row id (insert, update or delete). Written by triggers only.';
-comment on column presence.changes.user_id is
-  'usuarios.id written; -9223372036854775808 stands for "the whole table" (a TRUNCATE): every watcher starts over.';
-comment on column presence.changes.txid is
-  'pg_current_xact_id() of the writing transaction: the top-level id, also for writes made in a subtransaction.';
-
-create index if not exists changes_txid_idx on presence.changes (txid);
-
-revoke all on presence.changes from public, anon, authenticated;
-grant select on presence.changes to service_role, postgres;
+-- Created once, in a block: CREATE INDEX IF NOT EXISTS would take its lock
+-- on presence.changes before finding the index there, and every write of
+-- usuarios writes presence.changes.
+do $$
+begin
+  if pg_catalog.to_regclass('presence.changes') is not null then
+    return;
+  end if;
+  create table presence.changes (
+    user_id bigint primary key,
+    txid xid8 not null,
+    logged_at timestamptz not null default now()
+  );
+  create index changes_txid_idx on presence.changes (txid);
+  comment on table presence.changes is
+    'Change log of public.usuarios for the presence function''s changes-since cursor: the top-level transaction id of the last write of each row id (insert, update or delete). Written by triggers only.';
+  comment on column presence.changes.user_id is
+    'usuarios.id written; -9223372036854775808 stands for "the whole table" (a TRUNCATE): every watcher starts over.';
+  comment on column presence.changes.txid is
+    'pg_current_xact_id() of the writing transaction: the top-level id, also for writes made in a subtransaction.';
+  revoke all on presence.changes from public, anon, authenticated;
+  grant select on presence.changes to service_role, postgres;
+end
+$$;
 
 -- Security definer: the writing role (the app's, authenticated through the
 -- Data API, a job's) needs no right on the presence schema, and its write is

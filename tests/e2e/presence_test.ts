@@ -472,6 +472,30 @@ e2eTest(
 );
 
 e2eTest(
+  "presence: a cursor sealed under another service key (a key rotation) gets a full read flagged resync, never a 400",
+  async () => {
+    const u = await member();
+    const [{ t, snap }] = await stack.sql`
+      select (extract(epoch from now()) * 1000000)::bigint::text as t,
+             pg_current_snapshot()::text as snap`;
+    const rotated = await sealCursor({
+      time: BigInt(t),
+      snapshot: snap,
+      awayS: 300,
+      offlineS: 900,
+    }, "the service key before the rotation");
+    const res = await read(u.client, { cursor: rotated, ids: [u.rowId] });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.resync, true);
+    assert.deepEqual(res.body.users.map((x: { id: number }) => x.id), [
+      u.rowId,
+    ]);
+    const next = await read(u.client, { cursor: res.body.cursor });
+    assert.equal(next.body.resync, false);
+  },
+);
+
+e2eTest(
   "presence: a cursor issued under other thresholds gets a resync",
   async () => {
     const u = await member();

@@ -20,6 +20,7 @@ import {
   readPresence,
   readShared,
 } from "../../supabase/functions/presence/query.ts";
+import { PROJECT_DIR } from "../../local/migrate.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
@@ -384,6 +385,71 @@ if (onPostgres) {
       } finally {
         await other.end();
         w.stop();
+      }
+    },
+  );
+
+  e2eTest(
+    "presence change-log migration: on a busy usuarios it steps aside for writes and retries, then creates the triggers",
+    async () => {
+      const [{ id }] = await stack
+        .sql`select min(id) as id from public.usuarios`;
+      const file = await Deno.readTextFile(
+        `${PROJECT_DIR}supabase/migrations/20261124020000_create_presence_changes.sql`,
+      );
+      const holder = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+      const notices: string[] = [];
+      const migrator = postgres(stack.dbUrl, {
+        max: 1,
+        onnotice: (n) => notices.push(String(n.message)),
+      });
+      let release = () => {};
+      const held = new Promise<void>((r) => release = r);
+      let opened = () => {};
+      const isOpen = new Promise<void>((r) => opened = r);
+      const tx = holder.begin(async (sql) => {
+        await sql`update public.usuarios set presence_state = presence_state
+                  where id = ${id}`;
+        opened();
+        await held;
+      });
+      try {
+        await isOpen;
+        // Sent now (postgres.js sends a query when it is awaited).
+        const migration = migrator.unsafe(file).execute();
+        // The migration waits for the lock behind the open transaction...
+        for (;;) {
+          const [{ waiting }] = await stack.sql`
+            select count(*)::int as waiting from pg_locks
+            where relation = 'public.usuarios'::regclass and not granted`;
+          if (waiting > 0) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        // ...and another writer still lands while that transaction holds
+        // the table: the migration's lock request does not keep writes
+        // queued behind it (it gives up after 2 s and tries again).
+        await stack
+          .sql`update public.usuarios set presence_state = presence_state
+                        where id <> ${id}`;
+        release();
+        await tx;
+        await migration;
+        assert.ok(notices.some((n) => n.includes("is busy (attempt 1 of 10)")));
+        const triggers = await stack.sql`
+          select tgname, tgenabled from pg_trigger
+          where tgrelid = 'public.usuarios'::regclass
+            and tgname like 'usuarios_log_%' order by tgname`;
+        assert.deepEqual(triggers.map((t) => [t.tgname, t.tgenabled]), [
+          ["usuarios_log_delete", "A"],
+          ["usuarios_log_insert", "A"],
+          ["usuarios_log_truncate", "A"],
+          ["usuarios_log_update", "A"],
+        ]);
+      } finally {
+        release();
+        await tx.catch(() => {});
+        await holder.end();
+        await migrator.end();
       }
     },
   );
