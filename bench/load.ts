@@ -212,6 +212,8 @@ export interface DenoClientOptions {
   url: string;
   tokens: readonly string[];
   body?: string;
+  /** One body per token (same index), in place of `body`. */
+  bodies?: readonly string[];
   /**
    * `"count"`: `count` requests, `concurrency` at a time (closed loop);
    * `"duration"`: closed loop for `durationS`;

@@ -137,13 +137,14 @@ async function main(): Promise<void> {
   const port = Number(url.port || 80);
   const body = options.body ?? '{"state":"online"}';
   const tokens = options.tokens.length ? options.tokens : ["none"];
-  const requests = tokens.map((token) =>
-    _encoder.encode(
+  const requests = tokens.map((token, i) => {
+    const text = options.bodies?.[i] ?? body;
+    return _encoder.encode(
       `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
         `Authorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
-        `Content-Length: ${_encoder.encode(body).length}\r\n\r\n${body}`,
-    )
-  );
+        `Content-Length: ${_encoder.encode(text).length}\r\n\r\n${text}`,
+    );
+  });
   const latencies: number[] = [];
   const errorKinds: Record<string, number> = {};
   const count = (kind: string) =>

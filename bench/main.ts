@@ -22,7 +22,9 @@
  *    with HOT-update counts, EXPLAIN, and a fillfactor trial:
  *    bench/scale_pass.ts;
  * 7. drives the presence function (full page, empty changes-since) and
- *    weighs the ultimo_acceso index against pings: bench/read.ts.
+ *    weighs the ultimo_acceso index against pings: bench/read.ts;
+ * 8. puts a poll next to a ping in one pass, with 1,000 distinct watchers
+ *    and an idle transaction beside them: bench/read_cost.ts.
  *
  * It prints a table, writes bench/results/<date>.json and draws
  * bench/results/chart.png (copied to bench/chart.png on full runs).
@@ -45,6 +47,7 @@ import {
 import { pingPass } from "./context.ts";
 import { measureFixedRate } from "./latency_pass.ts";
 import { formatReadPass, runReadPass } from "./read.ts";
+import { formatReadCost, measureReadCost } from "./read_cost.ts";
 import { formatReport } from "./report.ts";
 import { resultsChart } from "./results_chart.ts";
 import { measureScale } from "./scale_pass.ts";
@@ -148,6 +151,9 @@ async function main(): Promise<void> {
       pingPass: () => pingPass(ctx, main, "es256", 16),
       withIndex: scaled.scale.at(-1)!.pass,
     });
+    // 8. A poll next to a ping, 1,000 watchers, an idle transaction
+    //    beside them (bench/read_cost.ts).
+    const readCost = await measureReadCost(ctx);
 
     const env = await environment(ctx.sql, {
       pgbench: bench.pgbench,
@@ -188,6 +194,7 @@ async function main(): Promise<void> {
     results.targets = targets(results);
     print(formatReport(results));
     print(`\n${formatReadPass(read)}`);
+    print(`\n${formatReadCost(readCost)}`);
     print(
       `\nSQL per ping (captured from the ES256 count):\n${forms.raw.functionCall}\n`,
     );

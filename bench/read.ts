@@ -108,7 +108,6 @@ export async function runReadPass(
       offlineS: 900,
       since: {
         time,
-        horizon: time - 1_000_000n,
         snapshot: cur.snap,
         awayS: 300,
         offlineS: 900,

@@ -86,22 +86,94 @@ function _listen(target: _EventSource, type: string, fn: () => void) {
   return () => target.removeEventListener(type, fn);
 }
 
+/**
+ * A channel between the tabs of one browser (same origin): what the kit
+ * needs of `BroadcastChannel`. Each `onMessage` returns a function that
+ * removes the listener.
+ */
+export interface TabChannel {
+  post(message: TabMessage): void;
+  onMessage(fn: (message: TabMessage) => void): () => void;
+}
+
+/** What tabs tell each other: `here` (running, now and then) or `bye` (closing). */
+export interface TabMessage {
+  kind: "here" | "bye";
+  /** The sending tab's random id. */
+  tab: string;
+  /** The signed-in user (`sub` of the access token), or `null`. */
+  user: string | null;
+}
+
+/**
+ * The browser's `BroadcastChannel` named for the project, or `null` where
+ * there is none (then every tab acts alone).
+ */
+export function browserTabs(url: string): TabChannel | null {
+  const BC = (globalThis as unknown as {
+    BroadcastChannel?: new (name: string) => {
+      postMessage(m: unknown): void;
+      addEventListener(t: "message", fn: (e: { data: unknown }) => void): void;
+      removeEventListener(
+        t: "message",
+        fn: (e: { data: unknown }) => void,
+      ): void;
+    };
+  }).BroadcastChannel;
+  if (!BC) return null;
+  const channel = new BC(`presence-kit:${url}`);
+  return {
+    post: (message) => channel.postMessage(message),
+    onMessage: (fn) => {
+      const listener = (e: { data: unknown }) => {
+        const m = e.data as TabMessage | null;
+        if (m && (m.kind === "here" || m.kind === "bye")) fn(m);
+      };
+      channel.addEventListener("message", listener);
+      return () => channel.removeEventListener("message", listener);
+    },
+  };
+}
+
+/**
+ * Where a page can leave a note for the next page of the same tab
+ * (`sessionStorage`), so that a navigation is told from a close.
+ */
+export interface TabNotes {
+  get(key: string): string | null;
+  set(key: string, value: string): void;
+}
+
 /** Options of {@linkcode PresenceKit}. */
 export interface PresenceKitOptions {
   /** The project URL (`SUPABASE_URL`), for the `pagehide` ping. */
   url: string;
-  /** The anon key, sent as `apikey` by the `pagehide` ping. */
-  anonKey: string;
-  /** Time between pings (default 180 000, 3 minutes; the guidance: 2 to 5). */
+  /**
+   * The project's publishable key (`sb_publishable_…`), sent as `apikey` by
+   * the `pagehide` ping. This or `anonKey` is required.
+   */
+  publishableKey?: string;
+  /** The legacy anon key, in place of `publishableKey`. */
+  anonKey?: string;
+  /**
+   * Time between pings (default 180 000, 3 minutes; the guidance: 2 to 5).
+   * At least {@linkcode MIN_INTERVAL_MS}.
+   */
   intervalMs?: number;
-  /** Time between polls of {@linkcode PresenceKit.watch} (default 15 000). */
+  /**
+   * Time between polls of {@linkcode PresenceKit.watch} (default 15 000).
+   * At least {@linkcode MIN_WATCH_INTERVAL_MS}.
+   */
   watchIntervalMs?: number;
   /**
    * Spread of each wait, as a fraction (default 0.2: ±10 %), so that
    * clients started together do not ping together.
    */
   jitter?: number;
-  /** First wait after a 503 or a network failure (default 1 000). */
+  /**
+   * First wait after a 503 or a network failure (default 1 000). At least
+   * {@linkcode MIN_BACKOFF_MS}.
+   */
   backoffBaseMs?: number;
   /** Longest wait after failures (default 300 000). */
   backoffMaxMs?: number;
@@ -113,7 +185,43 @@ export interface PresenceKitOptions {
   page?: PageLifecycle;
   /** The `fetch` of the `pagehide` ping (default `globalThis.fetch`). */
   fetch?: typeof fetch;
+  /**
+   * The channel to the user's other tabs (default: a `BroadcastChannel`
+   * where there is one; `null`: this tab acts alone).
+   */
+  tabs?: TabChannel | null;
+  /** Notes for the next page of this tab (default: `sessionStorage`). */
+  notes?: TabNotes | null;
 }
+
+/** How often a running tab tells the others it is there. */
+export const TAB_HEARTBEAT_MS = 10_000;
+
+/**
+ * How long a tab counts as open after its last word. Longer than a
+ * background tab's throttled timers (once a minute in Chrome), so that a
+ * hidden tab still counts; a tab that crashed counts this long at most.
+ */
+export const TAB_ALIVE_MS = 90_000;
+
+/**
+ * A page that starts within this long after the previous page of its tab
+ * sent `offline` (a navigation, not a close) pings `online` once more soon
+ * after, in case the two pings crossed on the way.
+ */
+export const NAVIGATION_WINDOW_MS = 10_000;
+
+/**
+ * Shortest `intervalMs`. A floor against a loop of pings (`0`), not a
+ * recommendation: a ping is a write, and the guidance is 2 to 5 minutes.
+ */
+export const MIN_INTERVAL_MS = 1_000;
+
+/** Shortest `watchIntervalMs`: a floor against a loop of polls. */
+export const MIN_WATCH_INTERVAL_MS = 250;
+
+/** Shortest `backoffBaseMs`, so a failing API is never hammered. */
+export const MIN_BACKOFF_MS = 100;
 
 /**
  * Where the kit is: `starting` until the first answer; `online` after a
@@ -171,10 +279,14 @@ export interface KitEvents {
   ping: { state: "online" | "offline"; user: PingResult };
 }
 
-/** The live map {@linkcode PresenceKit.watch} hands to its callback. */
+/**
+ * The live map {@linkcode PresenceKit.watch} hands to its callback, with
+ * what this poll changed: users listed again, ids deleted from the table,
+ * and whether the map was rebuilt from a full read.
+ */
 export type OnPresenceChange = (
   users: ReadonlyMap<number, PresenceUser>,
-  change: { changed: PresenceUser[]; resync: boolean },
+  change: { changed: PresenceUser[]; removed: number[]; resync: boolean },
 ) => void;
 
 type _Answer = {
@@ -226,6 +338,14 @@ export class PresenceKit {
   #pageListening = false;
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
+  readonly #tabs: TabChannel | null;
+  readonly #notes: TabNotes | null;
+  readonly #tabId: string;
+  // Other tabs of this origin: when each last spoke, and as whom.
+  #peers = new Map<string, { at: number; user: string | null }>();
+  #heartbeat: unknown = null;
+  // A navigation just replaced this tab's page: confirm online soon.
+  #confirmSoon = false;
 
   /**
    * @param client a supabase-js client; the kit signs in with nothing, it
@@ -234,17 +354,45 @@ export class PresenceKit {
   constructor(client: SupabaseClient, options: PresenceKitOptions) {
     this.#client = client;
     this.#url = options.url.replace(/\/+$/, "");
-    this.#anonKey = options.anonKey;
-    this.#intervalMs = options.intervalMs ?? 180_000;
-    this.#watchIntervalMs = options.watchIntervalMs ?? 15_000;
+    const key = options.publishableKey ?? options.anonKey;
+    if (!key) {
+      throw new TypeError(
+        "PresenceKit: publishableKey (or anonKey) is required",
+      );
+    }
+    this.#anonKey = key;
+    this.#intervalMs = _atLeast(
+      "intervalMs",
+      options.intervalMs ?? 180_000,
+      MIN_INTERVAL_MS,
+    );
+    this.#watchIntervalMs = _atLeast(
+      "watchIntervalMs",
+      options.watchIntervalMs ?? 15_000,
+      MIN_WATCH_INTERVAL_MS,
+    );
     this.#jitter = options.jitter ?? 0.2;
-    this.#backoffBaseMs = options.backoffBaseMs ?? 1_000;
+    this.#backoffBaseMs = _atLeast(
+      "backoffBaseMs",
+      options.backoffBaseMs ?? 1_000,
+      MIN_BACKOFF_MS,
+    );
     this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
     this.#pageSize = options.pageSize ?? 500;
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? Math.random;
     this.#page = options.page ?? browserPage();
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#tabs = options.tabs === undefined
+      ? browserTabs(this.#url)
+      : options.tabs;
+    this.#notes = options.notes === undefined ? _sessionNotes() : options.notes;
+    this.#tabId = `${this.#clock.now().toString(36)}-${
+      Math.floor(this.#random() * 2 ** 32).toString(36)
+    }-${Math.random().toString(36).slice(2, 8)}`;
+    if (this.#tabs) {
+      this.#unsubscribe.push(this.#tabs.onMessage((m) => this.#heard(m)));
+    }
     const { data } = client.auth.onAuthStateChange((event, session) => {
       if (session) this.#token = session.access_token;
       // Not awaited: supabase-js holds its auth lock while it calls back,
@@ -292,6 +440,9 @@ export class PresenceKit {
         this.#page.onPageHide(() => this.#pageHidden()),
       );
     }
+    const offlineAt = Number(this.#notes?.get(_OFFLINE_NOTE) ?? NaN);
+    this.#confirmSoon = this.#clock.now() - offlineAt < NAVIGATION_WINDOW_MS;
+    this.#sayHere();
     if (this.#page.hidden()) {
       this.#setState("paused");
     } else {
@@ -301,12 +452,15 @@ export class PresenceKit {
   }
 
   /**
-   * Stops pinging and watching and pings `offline`; resolves when that
-   * ping has been answered (or has failed, which is reported).
+   * Stops pinging and watching (every watcher ends: call
+   * {@linkcode PresenceKit.watch} again after a new start) and pings
+   * `offline`; resolves when that ping has been answered (or has failed,
+   * which is reported).
    */
   async stop(): Promise<void> {
     const wasRunning = this.#running;
     this.#halt("stopped");
+    this.#stopWatchers();
     if (wasRunning) await this.#enqueue("offline", false);
   }
 
@@ -358,13 +512,17 @@ export class PresenceKit {
   /** Stops everything and lets go of the client's auth listener. */
   dispose(): void {
     this.#halt("stopped");
+    this.#stopWatchers();
+    for (const off of this.#unsubscribe.splice(0)) off();
+  }
+
+  #stopWatchers(): void {
     for (const w of this.#watchers) {
       w.stopped = true;
       w.off();
       this.#clearWatch(w);
     }
     this.#watchers.clear();
-    for (const off of this.#unsubscribe.splice(0)) off();
   }
 
   // ---- pings ------------------------------------------------------------
@@ -407,6 +565,11 @@ export class PresenceKit {
     if (!this.#running || this.#token === null) return;
     this.#halt("stopped");
     this.#resumeOnShow = true;
+    this.#tabs?.post({ kind: "bye", tab: this.#tabId, user: this.#user() });
+    // Another tab of this user is open: it keeps the user online, and the
+    // row must not say offline while it does.
+    if (this.#othersOpen()) return;
+    this.#notes?.set(_OFFLINE_NOTE, String(this.#clock.now()));
     this.#fetch(`${this.#url}/functions/v1/presence-ping`, {
       method: "POST",
       keepalive: true,
@@ -419,7 +582,50 @@ export class PresenceKit {
     }).catch(() => {});
   }
 
+  // ---- tabs -------------------------------------------------------------
+
+  #user(): string | null {
+    return this.#token === null ? null : _subject(this.#token);
+  }
+
+  #othersOpen(): boolean {
+    const me = this.#user();
+    const now = this.#clock.now();
+    for (const [tab, peer] of this.#peers) {
+      if (now - peer.at > TAB_ALIVE_MS) this.#peers.delete(tab);
+      else if (peer.user === me) return true;
+    }
+    return false;
+  }
+
+  #heard(m: TabMessage): void {
+    if (m.tab === this.#tabId) return;
+    if (m.kind === "bye") {
+      this.#peers.delete(m.tab);
+      return;
+    }
+    const known = this.#peers.has(m.tab);
+    this.#peers.set(m.tab, { at: this.#clock.now(), user: m.user });
+    // A newcomer learns at once who is already there.
+    if (!known && this.#running) {
+      this.#tabs?.post({ kind: "here", tab: this.#tabId, user: this.#user() });
+    }
+  }
+
+  #sayHere(): void {
+    if (this.#heartbeat !== null) this.#clock.clearTimeout(this.#heartbeat);
+    this.#heartbeat = null;
+    if (!this.#running || !this.#tabs) return;
+    this.#tabs.post({ kind: "here", tab: this.#tabId, user: this.#user() });
+    this.#heartbeat = this.#clock.setTimeout(
+      () => this.#sayHere(),
+      TAB_HEARTBEAT_MS,
+    );
+  }
+
   async #signedOut(): Promise<void> {
+    // Watchers read as the signed-out user: they end with the session.
+    this.#stopWatchers();
     if (!this.#running) return;
     const token = this.#token;
     this.#halt("stopped");
@@ -434,6 +640,8 @@ export class PresenceKit {
     this.#resumeOnShow = false;
     if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#heartbeat !== null) this.#clock.clearTimeout(this.#heartbeat);
+    this.#heartbeat = null;
     // Page listeners belong to start(); the auth listener stays.
     this.#setState(state);
   }
@@ -472,9 +680,18 @@ export class PresenceKit {
       if (answer.status === 200) {
         this.#failures = 0;
         const user = answer.body.user as PingResult;
+        // An online answer that arrives after stop() or a hidden page says
+        // nothing about the kit any more: no state, no event.
+        if (scheduled && (!this.#running || this.#page.hidden())) return;
         if (state === "online" && scheduled) {
           this.#setState("online");
-          this.#schedule(this.#spread(this.#intervalMs));
+          // Just after a navigation the previous page's offline may land
+          // after this online: say online again shortly.
+          const confirm = this.#confirmSoon;
+          this.#confirmSoon = false;
+          this.#schedule(
+            confirm ? _CONFIRM_MS : this.#spread(this.#intervalMs),
+          );
         } else if (state === "offline") {
           this.#setState(this.#running ? "offline" : "stopped");
         }
@@ -557,12 +774,37 @@ export class PresenceKit {
       let resync = since === null;
       let cursor: string | null = null;
       let afterId: number | null = null;
+      let refreshed = false;
       const users: PresenceUser[] = [];
-      do {
+      const removed: number[] = [];
+      for (;;) {
         const body: Record<string, unknown> = { limit: this.#pageSize };
         if (since !== null) body.cursor = since;
         if (afterId !== null) body.after_id = afterId;
         const answer = await this.#invoke("presence", body);
+        if (w.stopped) return;
+        if (
+          answer.status === 401 && answer.body.error === "JWT expired" &&
+          !refreshed
+        ) {
+          // Once per poll, as pings do; a second one is reported.
+          refreshed = true;
+          const { error } = await this.#client.auth.refreshSession();
+          if (!error) continue;
+        }
+        if (answer.status === 400 && since !== null) {
+          // The cursor was refused (a deploy that changed its format, a
+          // tampered store): drop it and start over with a full read now,
+          // never resend it.
+          w.cursor = null;
+          since = null;
+          resync = true;
+          cursor = null;
+          afterId = null;
+          users.length = 0;
+          removed.length = 0;
+          continue;
+        }
         if (answer.status !== 200) throw answer;
         if (cursor === null) {
           cursor = String(answer.body.cursor);
@@ -572,14 +814,17 @@ export class PresenceKit {
           }
         }
         users.push(...(answer.body.users as PresenceUser[]));
+        removed.push(...((answer.body.removed ?? []) as number[]));
         afterId = answer.body.next_after_id as number | null;
-      } while (afterId !== null && !w.stopped);
+        if (afterId === null || w.stopped) break;
+      }
       if (w.stopped) return;
       if (resync) w.users = new Map();
       for (const u of users) w.users.set(u.id, u);
+      for (const id of removed) w.users.delete(id);
       w.cursor = cursor;
       w.failures = 0;
-      w.onChange(w.users, { changed: users, resync });
+      w.onChange(w.users, { changed: users, removed, resync });
     } catch (failure) {
       if (w.stopped) return;
       const answer: _Answer = _isAnswer(failure) ? failure : {
@@ -672,6 +917,53 @@ interface _Watcher {
   stopped: boolean;
   /** Removes its visibility listener. */
   off: () => void;
+}
+
+const _OFFLINE_NOTE = "presence-kit:offline-at";
+const _CONFIRM_MS = 2_000;
+
+function _sessionNotes(): TabNotes | null {
+  // Reading sessionStorage itself can throw (sandboxed frames).
+  const store = _safe(() =>
+    (globalThis as unknown as {
+      sessionStorage?: {
+        getItem(key: string): string | null;
+        setItem(key: string, value: string): void;
+      };
+    }).sessionStorage
+  );
+  if (!store) return null;
+  return {
+    get: (key) => _safe(() => store.getItem(key)),
+    set: (key, value) => void _safe(() => store.setItem(key, value)),
+  };
+}
+
+function _safe<T>(fn: () => T): T | null {
+  try {
+    return fn();
+  } catch {
+    return null;
+  }
+}
+
+// The `sub` of an access token, read without verifying it: it only tells
+// this user's tabs from another user's on the same browser.
+function _subject(token: string): string | null {
+  try {
+    const part = token.split(".")[1].replaceAll("-", "+").replaceAll("_", "/");
+    const sub = JSON.parse(atob(part)).sub;
+    return typeof sub === "string" ? sub : null;
+  } catch {
+    return null;
+  }
+}
+
+function _atLeast(name: string, value: number, min: number): number {
+  if (!Number.isFinite(value) || value < min) {
+    throw new RangeError(`PresenceKit: ${name} must be at least ${min}`);
+  }
+  return value;
 }
 
 function _isAnswer(value: unknown): value is _Answer {

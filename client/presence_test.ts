@@ -8,10 +8,19 @@ import {
   type Clock,
   type KitError,
   type KitState,
+  MIN_BACKOFF_MS,
+  MIN_INTERVAL_MS,
+  MIN_WATCH_INTERVAL_MS,
+  NAVIGATION_WINDOW_MS,
   type PageLifecycle,
   PresenceKit,
   type PresenceKitOptions,
   type PresenceUser,
+  TAB_ALIVE_MS,
+  TAB_HEARTBEAT_MS,
+  type TabChannel,
+  type TabMessage,
+  type TabNotes,
 } from "./presence.ts";
 
 const TOKEN = "eyJ.secret-token.sig";
@@ -187,6 +196,8 @@ function setup(options: Partial<PresenceKitOptions> = {}) {
     clock,
     page,
     random: () => 0.5,
+    tabs: null,
+    notes: null,
     fetch: (url, init) => {
       fetches.push({ url: String(url), init: init ?? {} });
       return Promise.resolve(new Response("{}"));
@@ -623,4 +634,281 @@ Deno.test("PresenceKit.watch: pauses while the page is hidden", async () => {
   await clock.advance(0);
   assert.equal(client.calls.length, 2);
   unwatch();
+});
+
+function delta(extra: Record<string, unknown> = {}) {
+  return {
+    status: 200,
+    body: {
+      ok: true,
+      users: [],
+      removed: [],
+      next_after_id: null,
+      cursor: "c",
+      resync: false,
+      ...extra,
+    },
+  };
+}
+
+Deno.test("PresenceKit.watch: removed ids leave the map", async () => {
+  const { clock, client, kit } = setup({ watchIntervalMs: 10_000 });
+  const answers = [
+    delta({ users: [user(1, "online"), user(2, "online")], cursor: "c1" }),
+    delta({ removed: [2], cursor: "c2" }),
+  ];
+  client.reply = () => answers.shift()!;
+  const seen: Array<{ ids: number[]; removed: number[] }> = [];
+  const unwatch = kit.watch((users, { removed }) =>
+    seen.push({ ids: [...users.keys()], removed })
+  );
+  await clock.advance(0);
+  await clock.advance(10_000);
+  unwatch();
+  assert.deepEqual(seen, [{ ids: [1, 2], removed: [] }, {
+    ids: [1],
+    removed: [2],
+  }]);
+});
+
+for (
+  const [how, end] of [
+    ["stop()", (kit: PresenceKit) => kit.stop()],
+    ["signOut()", (kit: PresenceKit) => kit.signOut()],
+    ["a SIGNED_OUT event", (_kit: PresenceKit, client: FakeClient) => {
+      client.emitAuth("SIGNED_OUT", null);
+      return Promise.resolve();
+    }],
+  ] as const
+) {
+  Deno.test(`PresenceKit.watch: watchers stop polling after ${how}`, async () => {
+    const { clock, client, kit } = setup({ watchIntervalMs: 10_000 });
+    client.reply = (call) =>
+      call.name === "presence"
+        ? delta()
+        : { status: 200, body: _pingBody("offline") };
+    kit.start();
+    kit.watch(() => {});
+    await clock.advance(0);
+    const polls = () =>
+      client.calls.filter((c) => c.name === "presence").length;
+    assert.equal(polls(), 1);
+    await end(kit, client);
+    await clock.advance(600_000);
+    assert.equal(polls(), 1);
+  });
+}
+
+Deno.test("PresenceKit.watch: a poll answered JWT expired refreshes once and is retried", async () => {
+  const { clock, client, kit, errors } = setup({ watchIntervalMs: 10_000 });
+  let n = 0;
+  client.reply = () =>
+    n++ === 0
+      ? { status: 401, body: { code: "invalid_token", error: "JWT expired" } }
+      : delta({ users: [user(1, "online")] });
+  const sizes: number[] = [];
+  const unwatch = kit.watch((users) => sizes.push(users.size));
+  await clock.advance(0);
+  unwatch();
+  assert.equal(client.refreshes, 1);
+  assert.deepEqual(sizes, [1]);
+  assert.deepEqual(errors, []);
+});
+
+Deno.test("PresenceKit.watch: a refused cursor is dropped for a full read, never resent", async () => {
+  const { clock, client, kit } = setup({ watchIntervalMs: 10_000 });
+  const answers = [
+    delta({ users: [user(1, "online")], cursor: "c1" }),
+    {
+      status: 400,
+      body: { code: "validation_failed", issues: [{ path: ["cursor"] }] },
+    },
+    delta({ users: [user(3, "online")], cursor: "c3" }),
+    delta({ cursor: "c4" }),
+  ];
+  client.reply = () => answers.shift()!;
+  const seen: Array<{ ids: number[]; resync: boolean }> = [];
+  const unwatch = kit.watch((users, { resync }) =>
+    seen.push({ ids: [...users.keys()], resync })
+  );
+  await clock.advance(0);
+  await clock.advance(10_000);
+  await clock.advance(10_000);
+  unwatch();
+  assert.deepEqual(client.calls.map((c) => c.body.cursor), [
+    undefined,
+    "c1",
+    undefined,
+    "c3",
+  ]);
+  assert.deepEqual(seen, [
+    { ids: [1], resync: true },
+    { ids: [3], resync: true },
+    { ids: [3], resync: false },
+  ]);
+});
+
+Deno.test("PresenceKit: an online answer arriving after stop() emits no online state or ping", async () => {
+  const { clock, client, kit, states } = setup();
+  let release = () => {};
+  client.reply = (call) =>
+    call.body.state === "online"
+      ? new Promise((r) =>
+        release = () => r({ status: 200, body: _pingBody("online") })
+      )
+      : { status: 200, body: _pingBody("offline") };
+  const pings: string[] = [];
+  kit.on("ping", (p) => pings.push(p.state));
+  kit.start();
+  await clock.advance(0);
+  const stopped = kit.stop();
+  release();
+  await stopped;
+  await clock.advance(0);
+  assert.ok(!states.includes("online"), states.join());
+  assert.deepEqual(pings, ["offline"]);
+  assert.equal(kit.state, "stopped");
+});
+
+Deno.test("PresenceKit: intervals below their lower bounds are refused, naming the option", () => {
+  for (
+    const [name, value] of [
+      ["intervalMs", 0],
+      ["intervalMs", MIN_INTERVAL_MS - 1],
+      ["watchIntervalMs", 0],
+      ["backoffBaseMs", 0],
+      ["intervalMs", Number.NaN],
+    ] as const
+  ) {
+    assert.throws(
+      () => setup({ [name]: value }),
+      (e: Error) => e instanceof RangeError && e.message.includes(name),
+    );
+  }
+  setup({
+    intervalMs: MIN_INTERVAL_MS,
+    watchIntervalMs: MIN_WATCH_INTERVAL_MS,
+    backoffBaseMs: MIN_BACKOFF_MS,
+  });
+});
+
+Deno.test("PresenceKit: publishableKey is accepted in place of anonKey and sent as apikey", async () => {
+  const { clock, page, kit, fetches } = setup({
+    anonKey: undefined,
+    publishableKey: "sb_publishable_abc",
+  });
+  kit.start();
+  await clock.advance(0);
+  page.close();
+  assert.equal(
+    new Headers(fetches[0].init.headers).get("apikey"),
+    "sb_publishable_abc",
+  );
+  assert.throws(
+    () => setup({ anonKey: undefined }),
+    /publishableKey \(or anonKey\) is required/,
+  );
+});
+
+/** An in-memory BroadcastChannel: every tab hears every other tab. */
+class FakeBus {
+  #listeners = new Set<(m: TabMessage) => void>();
+  channel(): TabChannel {
+    return {
+      post: (m) => {
+        for (const fn of [...this.#listeners]) fn(structuredClone(m));
+      },
+      onMessage: (fn) => {
+        this.#listeners.add(fn);
+        return () => this.#listeners.delete(fn);
+      },
+    };
+  }
+}
+
+function tab(bus: FakeBus, clock: FakeClock, notes: TabNotes | null = null) {
+  return setup({ clock, tabs: bus.channel(), notes });
+}
+
+const offlineFetches = (fetches: { init: RequestInit }[]) =>
+  fetches.filter((f) => String(f.init.body).includes("offline")).length;
+
+Deno.test("PresenceKit tabs: closing one of two tabs of a user sends no offline; closing the last does", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock), b = tab(bus, clock);
+  a.kit.start();
+  b.kit.start();
+  await clock.advance(0);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 0);
+  b.page.close();
+  assert.equal(offlineFetches(b.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: a hidden (paused) tab still counts as open", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock), b = tab(bus, clock);
+  a.kit.start();
+  b.kit.start();
+  await clock.advance(0);
+  b.page.setHidden(true);
+  await clock.advance(TAB_ALIVE_MS - 1);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 0);
+});
+
+Deno.test("PresenceKit tabs: a tab silent for longer than TAB_ALIVE_MS (crashed) no longer counts", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock);
+  a.kit.start();
+  await clock.advance(0);
+  // A tab that said hello once and then vanished without a word.
+  bus.channel().post({ kind: "here", tab: "ghost", user: null });
+  await clock.advance(TAB_ALIVE_MS + TAB_HEARTBEAT_MS);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: another user's tab on the same browser does not keep this user online", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock);
+  a.kit.start();
+  await clock.advance(0);
+  bus.channel().post({ kind: "here", tab: "other", user: "someone-else" });
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: a page started right after its tab's previous page went offline pings online again soon", async () => {
+  const store = new Map<string, string>();
+  const notes: TabNotes = {
+    get: (k) => store.get(k) ?? null,
+    set: (k, v) => void store.set(k, v),
+  };
+  const clock = new FakeClock();
+  const first = setup({ clock, tabs: null, notes });
+  first.kit.start();
+  await clock.advance(0);
+  first.page.close();
+  assert.equal(offlineFetches(first.fetches), 1);
+  // The next page of the same tab (a navigation).
+  const next = setup({ clock, tabs: null, notes });
+  next.kit.start();
+  await clock.advance(0);
+  assert.equal(next.client.pings("online"), 1);
+  await clock.advance(2_000);
+  assert.equal(next.client.pings("online"), 2);
+  // Then the usual interval.
+  await clock.advance(60_000);
+  assert.equal(next.client.pings("online"), 2);
+  // A page started long after a close pings on the usual interval only.
+  clock.time += NAVIGATION_WINDOW_MS;
+  const later = setup({ clock, tabs: null, notes });
+  later.kit.start();
+  await clock.advance(5_000);
+  assert.equal(later.client.pings("online"), 1);
 });

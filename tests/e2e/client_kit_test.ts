@@ -40,7 +40,7 @@ function kitFor(
   return new PresenceKit(client, {
     url: options.apiUrl ?? stack.apiUrl,
     anonKey: stack.anonKey,
-    watchIntervalMs: 200,
+    watchIntervalMs: 250,
     backoffBaseMs: 100,
     page: options.page,
   });

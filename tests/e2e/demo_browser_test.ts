@@ -9,13 +9,13 @@
  * it). The README's screenshot comes from scripts/demo_screenshot.ts.
  */
 import assert from "node:assert/strict";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { launchChromium } from "../support/browser.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
 // Short waits so that the test runs in seconds; the page reads them.
-const DEMO_PATH = "/demo/?interval=400&watch=250&backoff=200";
+const DEMO_PATH = "/demo/?interval=1000&watch=250&backoff=200";
 const WAIT = { timeout: 20_000 };
 
 const stack: TestStack = await startTestStack();
@@ -31,11 +31,15 @@ async function member(name: string) {
   });
 }
 
-/** A fresh browser context on the demo page, signed in as `user`. */
+/**
+ * The demo page signed in as `user`, in a fresh browser context or as
+ * another tab of `context`.
+ */
 async function signedIn(
   user: { email: string; password: string },
+  context?: BrowserContext,
 ): Promise<Page> {
-  const context = await browser.newContext({
+  context ??= await browser.newContext({
     viewport: { width: 720, height: 560 },
   });
   const page = await context.newPage();
@@ -135,6 +139,41 @@ e2eTest(
     } finally {
       await pageA.context().close();
       await pageB.context().close();
+    }
+  },
+);
+
+e2eTest(
+  "demo page: two tabs of one user are one presence: closing one leaves the user online, closing both sets offline",
+  async () => {
+    const dana = await member("dana");
+    const context = await browser.newContext();
+    try {
+      const tab1 = await signedIn(dana, context);
+      const tab2 = await signedIn(dana, context);
+      const row = async () => {
+        const [r] = await stack.sql`
+          select presence_state, last_manual_logout_at
+          from public.usuarios where id = ${dana.rowId!}`;
+        return r;
+      };
+      await tab1.close({ runBeforeUnload: true });
+      // Long enough for the closing tab's keepalive offline to land, had
+      // it sent one; the user never went offline (last_manual_logout_at is
+      // what an offline ping sets).
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.deepEqual(await row(), {
+        presence_state: "online",
+        last_manual_logout_at: null,
+      });
+      await tab2.close({ runBeforeUnload: true });
+      const deadline = Date.now() + WAIT.timeout;
+      while ((await row()).presence_state !== "offline") {
+        assert.ok(Date.now() < deadline, "offline after the last tab closed");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      await context.close();
     }
   },
 );

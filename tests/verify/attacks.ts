@@ -954,18 +954,26 @@ async function _presenceReads(
   );
 
   const forged = "attack: presence forged cursor";
-  const good = (await read(victim.token, {})).body?.cursor as string;
-  const [payload, mac] = (good ?? ".").split(".");
+  const good = (await read(victim.token, {})).body?.cursor as string ?? "";
   const b64 = (x: string) =>
     btoa(x).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+  // The cursor is AES-GCM sealed: a flipped bit anywhere, a cut, or a
+  // payload of the first format must all be refused.
+  const raw = atob(good.replaceAll("-", "+").replaceAll("_", "/"));
+  const flip = (at: number) =>
+    b64(
+      raw.slice(0, at) + String.fromCharCode(raw.charCodeAt(at) ^ 1) +
+        raw.slice(at + 1),
+    );
   const cursors = [
+    flip(raw.length - 1),
+    flip(20),
+    good.slice(0, -6),
+    `${good}.${good}`,
     `${
       b64(JSON.stringify({ v: 1, t: "0", h: "0", s: "1:1:", a: 300, o: 900 }))
-    }.${mac}`,
-    `${payload}.${b64("x".repeat(32))}`,
-    `${payload}`,
-    `${payload}.${mac}.${mac}`,
-    ...INJECTIONS.map((inj) => `${b64(inj)}.${mac}`),
+    }.${"A".repeat(43)}`,
+    ...INJECTIONS.map((inj) => b64(inj)),
     ...INJECTIONS,
   ];
   for (const cursor of cursors) {

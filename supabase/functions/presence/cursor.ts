@@ -1,13 +1,25 @@
 /**
  * The changes-since cursor: what the next call needs to know about the
- * answer that issued it, sealed so that a client can neither read nor forge
- * it.
+ * answer that issued it, encrypted so that a client can neither read nor
+ * forge it.
  *
- * Text form: `base64url(JSON payload) "." base64url(HMAC-SHA256)`, the HMAC
- * key derived from the service role key (never the key itself), so every
- * isolate of a project agrees on it and rotating the key invalidates old
- * cursors. Anything that does not verify is 400 `validation_failed` with an
- * issue at `["cursor"]`, never a 500.
+ * Text form: base64url of `2` (format), a 4-byte key id, a 12-byte random
+ * IV, and the AES-256-GCM ciphertext (with its tag) of a small JSON payload.
+ * The AES key and the key id are both derived from the service key (HMAC
+ * with fixed labels, never the key itself), so every isolate of a project
+ * agrees on them and nothing in the text tells a client anything about the
+ * database: no snapshot, no time, no transaction count.
+ *
+ * Three outcomes when a cursor comes back:
+ * - it opens: its state;
+ * - it was sealed under another key (the service key was rotated, the
+ *   project switched to the new API keys): `null`, and the caller answers a
+ *   full read flagged `resync`, never a dead end;
+ * - anything else (malformed, altered, a tag that does not verify under the
+ *   current key, a cursor of the first format, `payload.mac`, from before
+ *   2026-11-24): 400 `validation_failed` with an issue at `["cursor"]`,
+ *   never a 500; a client drops it and reads everyone again, as the kit
+ *   does.
  *
  * @module
  */
@@ -18,12 +30,6 @@ import { validationFailed } from "../_shared/validation.ts";
 export interface CursorState {
   /** `now()` of the answer's statement, in microseconds since the epoch. */
   readonly time: bigint;
-  /**
-   * A time no later than the start of any transaction the answer could not
-   * see (microseconds since the epoch): pings of such transactions store
-   * their start as `ultimo_acceso`, so the next call looks back to here.
-   */
-  readonly horizon: bigint;
   /** The answer's snapshot, `pg_current_snapshot()` as text. */
   readonly snapshot: string;
   /** `PRESENCE_AWAY_AFTER_S` the statuses were computed with. */
@@ -38,13 +44,17 @@ const _SNAPSHOT = /^(\d{1,20}):(\d{1,20}):((?:\d{1,20})(?:,\d{1,20})*)?$/;
 const _Micros = z.string().regex(/^\d{1,18}$/);
 
 const _Payload = z.strictObject({
-  v: z.literal(1),
   t: _Micros,
-  h: _Micros,
   s: z.string().max(7000).refine(_validSnapshot),
   a: z.int().positive(),
   o: z.int().positive(),
 });
+
+const _FORMAT = 2;
+const _KID_BYTES = 4;
+const _IV_BYTES = 12;
+// Format byte, key id, IV, and at least GCM's 16-byte tag.
+const _MIN_BYTES = 1 + _KID_BYTES + _IV_BYTES + 16;
 
 const _INVALID = "Invalid cursor: pass the cursor of a previous answer as is";
 
@@ -60,45 +70,60 @@ export async function sealCursor(
   state: CursorState,
   secret: string,
 ): Promise<string> {
-  const payload = _b64(
-    new TextEncoder().encode(JSON.stringify({
-      v: 1,
-      t: String(state.time),
-      h: String(state.horizon),
-      s: state.snapshot,
-      a: state.awayS,
-      o: state.offlineS,
-    })),
+  const keys = await _keys(secret);
+  const iv = crypto.getRandomValues(new Uint8Array(_IV_BYTES));
+  const plain = new TextEncoder().encode(JSON.stringify({
+    t: String(state.time),
+    s: state.snapshot,
+    a: state.awayS,
+    o: state.offlineS,
+  }));
+  const sealed = new Uint8Array(
+    await crypto.subtle.encrypt(
+      { name: "AES-GCM", iv, additionalData: keys.header },
+      keys.aes,
+      plain,
+    ),
   );
-  const mac = await crypto.subtle.sign(
-    "HMAC",
-    await _key(secret),
-    new TextEncoder().encode(payload),
-  );
-  return `${payload}.${_b64(new Uint8Array(mac))}`;
+  const out = new Uint8Array(keys.header.length + iv.length + sealed.length);
+  out.set(keys.header, 0);
+  out.set(iv, keys.header.length);
+  out.set(sealed, keys.header.length + iv.length);
+  return _b64(out);
 }
 
 /**
- * Opens a sealed cursor, or throws 400 `validation_failed` when it is not
- * one this project issued (malformed, altered, or sealed with another key).
+ * Opens a sealed cursor: its state; `null` when it was sealed under another
+ * key (the caller starts a full read over, `resync`); or throws 400
+ * `validation_failed` when it is not a cursor at all or was altered.
  */
 export async function openCursor(
   text: string,
   secret: string,
-): Promise<CursorState> {
-  const [payload, mac, extra] = text.split(".");
-  const macBytes = mac === undefined ? null : _unb64(mac);
-  if (extra !== undefined || !payload || !macBytes) throw _invalid();
-  const ok = await crypto.subtle.verify(
-    "HMAC",
-    await _key(secret),
-    macBytes,
-    new TextEncoder().encode(payload),
-  );
-  if (!ok) throw _invalid();
+): Promise<CursorState | null> {
+  const bytes = _unb64(text);
+  if (!bytes || bytes.length < _MIN_BYTES) throw _invalid();
+  if (bytes[0] !== _FORMAT) throw _invalid();
+  const keys = await _keys(secret);
+  const header = bytes.subarray(0, keys.header.length);
+  if (!_equal(header, keys.header)) return null;
+  let plain: ArrayBuffer;
+  try {
+    plain = await crypto.subtle.decrypt(
+      {
+        name: "AES-GCM",
+        iv: bytes.subarray(header.length, header.length + _IV_BYTES),
+        additionalData: keys.header,
+      },
+      keys.aes,
+      bytes.subarray(header.length + _IV_BYTES),
+    );
+  } catch {
+    throw _invalid();
+  }
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder().decode(_unb64(payload) ?? undefined));
+    json = JSON.parse(new TextDecoder().decode(plain));
   } catch {
     throw _invalid();
   }
@@ -107,7 +132,6 @@ export async function openCursor(
   const p = parsed.data;
   return {
     time: BigInt(p.t),
-    horizon: BigInt(p.h),
     snapshot: p.s,
     awayS: p.a,
     offlineS: p.o,
@@ -133,12 +157,16 @@ function _validSnapshot(text: string): boolean {
 }
 
 /**
- * The cursor key's bytes: HMAC-SHA256(service role key, a fixed label). The
- * service role key itself never signs anything a client sees, and another
- * purpose would take another label. Exported so that the reliability suite
- * can look for it in logs, where it must never appear.
+ * The cursor key's bytes: HMAC-SHA256(service key, a fixed label). The
+ * service key itself never touches anything a client sees, and another
+ * purpose takes another label. Exported so that the reliability suite can
+ * look for it in logs, where it must never appear.
  */
-export async function cursorKeyBytes(secret: string): Promise<Uint8Array> {
+export function cursorKeyBytes(secret: string): Promise<Uint8Array> {
+  return _derive(secret, "presence changes-since cursor v2 aes-256-gcm");
+}
+
+async function _derive(secret: string, label: string): Promise<Uint8Array> {
   const base = await crypto.subtle.importKey(
     "raw",
     new TextEncoder().encode(secret),
@@ -147,31 +175,43 @@ export async function cursorKeyBytes(secret: string): Promise<Uint8Array> {
     ["sign"],
   );
   return new Uint8Array(
-    await crypto.subtle.sign(
-      "HMAC",
-      base,
-      new TextEncoder().encode("presence changes-since cursor v1"),
-    ),
+    await crypto.subtle.sign("HMAC", base, new TextEncoder().encode(label)),
   );
 }
 
-const _keys = new Map<string, Promise<CryptoKey>>();
+interface _Keys {
+  readonly aes: CryptoKey;
+  /** Format byte and key id: the clear part of every cursor, also its AAD. */
+  readonly header: Uint8Array<ArrayBuffer>;
+}
 
-function _key(secret: string): Promise<CryptoKey> {
-  let key = _keys.get(secret);
-  if (!key) {
-    key = cursorKeyBytes(secret).then((bytes) =>
-      crypto.subtle.importKey(
+const _cache = new Map<string, Promise<_Keys>>();
+
+function _keys(secret: string): Promise<_Keys> {
+  let keys = _cache.get(secret);
+  if (!keys) {
+    keys = (async () => {
+      const bytes = await cursorKeyBytes(secret);
+      const aes = await crypto.subtle.importKey(
         "raw",
         bytes as Uint8Array<ArrayBuffer>,
-        { name: "HMAC", hash: "SHA-256" },
+        { name: "AES-GCM" },
         false,
-        ["sign", "verify"],
-      )
-    );
-    _keys.set(secret, key);
+        ["encrypt", "decrypt"],
+      );
+      const kid = await _derive(secret, "presence changes-since cursor kid");
+      const header = new Uint8Array(1 + _KID_BYTES);
+      header[0] = _FORMAT;
+      header.set(kid.subarray(0, _KID_BYTES), 1);
+      return { aes, header };
+    })();
+    _cache.set(secret, keys);
   }
-  return key;
+  return keys;
+}
+
+function _equal(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 function _b64(bytes: Uint8Array): string {
@@ -184,7 +224,7 @@ function _b64(bytes: Uint8Array): string {
 }
 
 function _unb64(text: string): Uint8Array<ArrayBuffer> | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(text)) return null;
+  if (!/^[A-Za-z0-9_-]+$/.test(text)) return null;
   try {
     const binary = atob(text.replaceAll("-", "+").replaceAll("_", "/"));
     return Uint8Array.from(binary, (c) => c.charCodeAt(0));

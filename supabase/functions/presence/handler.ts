@@ -10,7 +10,7 @@
  * @module
  */
 import { adminPolicy, isAdmin } from "../_shared/admin.ts";
-import { authenticate, bearerToken } from "../_shared/auth.ts";
+import { bearerToken } from "../_shared/auth.ts";
 import { withColumns } from "../_shared/columns.ts";
 import { database } from "../_shared/db.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
@@ -20,9 +20,9 @@ import {
   readJsonBody,
   type RequestContext,
 } from "../_shared/http.ts";
-import { findUsuario, matchRules } from "../_shared/match_user.ts";
+import { readingCaller } from "./caller.ts";
 import { type CursorState, openCursor, sealCursor } from "./cursor.ts";
-import { readPresence } from "./query.ts";
+import { readShared } from "./query.ts";
 import { parsePresenceRequest } from "./schema.ts";
 
 /**
@@ -35,17 +35,17 @@ export const CURSOR_MAX_AGE_S = 3600;
 /**
  * Serves one read (method and environment already checked).
  *
- * 200 `{ok, server_time, users, next_after_id, cursor, resync}`.
+ * 200 `{ok, server_time, users, removed, next_after_id, cursor, resync}`.
  */
 export async function presence(
   req: Request,
   ctx: RequestContext,
 ): Promise<Response> {
-  const identity = await authenticate(bearerToken(req), ctx.env);
   const sql = database(ctx.env);
-  const row = await withColumns(
+  const { identity, row } = await readingCaller(
     sql,
-    (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
+    bearerToken(req),
+    ctx.env,
   );
   const admin = await isAdmin(identity, row, adminPolicy(ctx.env));
   if (!row && !admin) throw new HttpError("user_not_found");
@@ -56,31 +56,41 @@ export async function presence(
   let resync = false;
   if (body.cursor !== undefined) {
     since = await openCursor(body.cursor, ctx.env.serviceRoleKey);
-    // Statuses computed with other thresholds, or a cursor older than the
-    // lookback, cannot be continued: the answer starts a full read over.
-    if (!isFresh(since, awayS, offlineS, Date.now())) {
+    // A cursor sealed under another key, issued under other thresholds, or
+    // older than the lookback cannot be continued: the answer starts a full
+    // read over.
+    if (!since || !isFresh(since, awayS, offlineS, Date.now())) {
       since = null;
       resync = true;
     }
   }
-  const result = await withColumns(
-    sql,
-    (columns) =>
-      readPresence(sql, columns, {
-        ids: body.ids,
-        status: body.status,
-        afterId: resync ? 0 : body.after_id ?? 0,
-        limit: body.limit,
-        since,
-        admin,
-        awayS,
-        offlineS,
-      }),
-  );
+  const read = (from: CursorState | null) =>
+    withColumns(
+      sql,
+      (columns) =>
+        readShared(sql, columns, {
+          ids: body.ids,
+          status: body.status,
+          afterId: from || !resync ? body.after_id ?? 0 : 0,
+          limit: body.limit,
+          since: from,
+          admin,
+          awayS,
+          offlineS,
+        }),
+    );
+  let result = await read(since);
+  if (result.reset) {
+    // The table was truncated, or the cursor comes from another cluster's
+    // transaction ids: only a full read is sure.
+    resync = true;
+    result = await read(null);
+  }
   return json({
     ok: true,
     server_time: result.serverTime.toISOString(),
     users: result.users,
+    removed: result.removed,
     next_after_id: result.nextAfterId,
     cursor: await sealCursor(result.cursor, ctx.env.serviceRoleKey),
     resync,

@@ -5,7 +5,6 @@ import { CURSOR_MAX_AGE_S, isFresh } from "./handler.ts";
 const now = Date.parse("2026-11-23T10:00:00Z");
 const cursor = (ageS: number, awayS = 300, offlineS = 900): CursorState => ({
   time: BigInt(now - ageS * 1000) * 1000n,
-  horizon: 0n,
   snapshot: "1:1:",
   awayS,
   offlineS,

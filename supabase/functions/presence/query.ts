@@ -1,13 +1,21 @@
 /**
- * The statements behind the `presence` function: who is online by the
+ * The statement behind the `presence` function: who is online by the
  * database clock, one page at a time or what changed since a cursor.
  *
- * Each call is one round trip carrying two statements, pipelined on one
- * connection: the first reads the start of the oldest open transaction
- * (`pg_stat_activity`), the second reads `usuarios` with a snapshot taken
- * after it. A ping stores its transaction's start as `ultimo_acceso`, so
- * every ping the second statement cannot see has `ultimo_acceso` at or
- * after that horizon, which the next changes-since call looks back to.
+ * A changes-since call reads the change log `presence.changes` (migration
+ * `20261124020000_create_presence_changes.sql`): triggers on `usuarios`
+ * stamp every written row id with the top-level transaction id of its last
+ * write, whoever wrote it. A cursor carries the snapshot S of the answer
+ * that issued it; what committed since is what S could not see: a txid at
+ * or above `xmax(S)`, or one of `xip(S)` (open when S was taken). Both are
+ * index lookups. Moves made by the clock alone (`online` → `away` →
+ * `offline`) are ranges of the `ultimo_acceso` index between the cursor's
+ * time and now. Everything is one statement, so one snapshot: the rows read
+ * and the snapshot put into the next cursor agree.
+ *
+ * A `timestamp without time zone` column holds UTC (presence-ping writes it
+ * so): every bound is converted to UTC wall time before it is compared, and
+ * every value read back is taken as UTC, whatever the session's `TimeZone`.
  *
  * @module
  */
@@ -56,58 +64,121 @@ export interface ReadResult {
   /** `now()` of the statement that computed every status. */
   readonly serverTime: Date;
   readonly users: PresenceUser[];
+  /** Ids the cursor's view holds that no longer exist (changes-since only). */
+  readonly removed: number[];
   /** The last id listed when more remain, else `null`. */
   readonly nextAfterId: number | null;
+  /**
+   * The cursor cannot be continued (the table was truncated, or the
+   * database's transaction ids are behind the cursor's: another cluster, a
+   * restore): the caller answers a full read instead.
+   */
+  readonly reset: boolean;
   /** What the next changes-since call needs. */
   readonly cursor: CursorState;
 }
 
-// A horizon never reaches further back than this: a transaction open longer
-// is not a ping (one statement of milliseconds), and an idle session left
-// in a transaction must not make every poll scan an hour of pings.
-const _MAX_LOOKBACK_S = 3600;
-
-// Margin below the horizon, for a transaction that took its start time
-// just before the horizon was read but had not published it yet.
-const _HORIZON_SLACK_S = 1;
+/**
+ * The `presence.changes` key that stands for the whole table: written by a
+ * `TRUNCATE` of `usuarios`, after which every watcher starts over.
+ */
+export const WHOLE_TABLE = "-9223372036854775808";
 
 /**
- * Reads one page of users, or of the users whose status or `ultimo_acceso`
- * changed since `options.since`.
+ * Reads one page of users, or of the users that changed since
+ * `options.since`: one statement, one round trip.
  */
 export async function readPresence(
   sql: Sql,
   columns: OptionalColumns,
   options: ReadOptions,
 ): Promise<ReadResult> {
-  const conn = await sql.reserve();
-  try {
-    // Sent back to back on one connection, run in this order: the horizon
-    // is read before the snapshot of the second statement is taken.
-    const [horizon, rows] = await Promise.all([
-      conn<{ h: string }[]>`
-        select (extract(epoch from greatest(
-                  least(now(), min(a.xact_start)),
-                  now() - make_interval(secs => ${_MAX_LOOKBACK_S}::int)
-                ) - make_interval(secs => ${_HORIZON_SLACK_S}::int))
-                * 1000000)::bigint::text as h
-        from pg_stat_activity a
-        where a.backend_type in ('client backend', 'standalone backend')
-          and a.datname = current_database()
-      `,
-      conn<_Row[]>`${presenceStatement(conn, columns, options)}`,
-    ]);
-    return _result(horizon[0].h, rows, options);
-  } finally {
-    conn.release();
+  const rows = await sql<_Row[]>`${presenceStatement(sql, columns, options)}`;
+  return _result(rows, options);
+}
+
+// Reads in flight, per pool: by everything but the cursor, then the
+// cursor (null for a full read) and the pending answer.
+const _inFlight = new WeakMap<
+  Sql,
+  Map<string, { since: CursorState | null; read: Promise<ReadResult> }[]>
+>();
+
+/**
+ * {@linkcode readPresence}, shared by the watchers of this isolate: a read
+ * asked while another one runs whose answer covers it (the same page,
+ * columns and thresholds, and a cursor no newer than this one's, see
+ * {@linkcode covers}) gets that statement's answer instead of paying for
+ * its own. Such an answer may list users that did not change since this
+ * caller's cursor (harmless: the view applies them again) and never misses
+ * one; its cursor is the shared statement's snapshot, so the watchers that
+ * shared a poll hold the same cursor afterwards and keep sharing.
+ */
+export function readShared(
+  sql: Sql,
+  columns: OptionalColumns,
+  options: ReadOptions,
+): Promise<ReadResult> {
+  let pending = _inFlight.get(sql);
+  if (!pending) {
+    pending = new Map();
+    _inFlight.set(sql, pending);
   }
+  const key = JSON.stringify([columns, { ...options, since: null }]);
+  const running = pending.get(key) ?? [];
+  const shared = running.find((r) =>
+    options.since === null
+      ? r.since === null
+      : r.since !== null && covers(r.since, options.since)
+  );
+  if (shared) return shared.read;
+  const entry = {
+    since: options.since,
+    read: readPresence(sql, columns, options).finally(() => {
+      const list = pending.get(key)!;
+      list.splice(list.indexOf(entry), 1);
+      if (list.length === 0) pending.delete(key);
+    }),
+  };
+  running.push(entry);
+  pending.set(key, running);
+  return entry.read;
+}
+
+/**
+ * Whether a changes-since answer from cursor `a` lists everything one from
+ * cursor `b` would (same thresholds assumed): every transaction `b` could
+ * not see, `a` could not see either (`xmax(a) <= xmax(b)`, and each of
+ * `xip(b)` below `xmax(a)` is in `xip(a)`), and `a`'s clock window starts no
+ * later than `b`'s.
+ *
+ * @example
+ * ```ts
+ * covers({ ...s, snapshot: "10:12:10" }, { ...s, snapshot: "11:14:11,12" }); // false: 11 is seen by the first
+ * ```
+ */
+export function covers(a: CursorState, b: CursorState): boolean {
+  if (a.time > b.time) return false;
+  const sa = _snapshot(a.snapshot), sb = _snapshot(b.snapshot);
+  if (sa.xmax > sb.xmax) return false;
+  return sb.xip.every((x) => x >= sa.xmax || sa.xip.includes(x));
+}
+
+function _snapshot(text: string): { xmax: bigint; xip: bigint[] } {
+  const [, xmax, xip] = text.split(":");
+  return {
+    xmax: BigInt(xmax),
+    xip: xip ? xip.split(",").map((x) => BigInt(x)) : [],
+  };
 }
 
 interface _Row {
   t: Date;
   t_us: string;
   snap: string;
+  reset: boolean;
   id: string | null;
+  gone: boolean | null;
   nombre_usuario: string | null;
   presence_state: string | null;
   ultimo_acceso: Date | null;
@@ -117,57 +188,129 @@ interface _Row {
   rol?: string | null;
 }
 
+/**
+ * A `timestamptz` expression as a bound for `u.ultimo_acceso`: as is for a
+ * `timestamptz` column, UTC wall time for a naive one (which holds UTC), so
+ * that the comparison neither depends on `TimeZone` nor hides the index.
+ */
+function _bound(sql: Sql, columns: OptionalColumns, t: Fragment): Fragment {
+  return columns.ultimoAccesoWithoutTimeZone
+    ? sql`((${t}) at time zone 'UTC')`
+    : t;
+}
+
 /** The computed status of `u` at `now()`, as SQL. */
 export function statusSql(
   sql: Sql,
+  columns: OptionalColumns,
   awayS: number,
   offlineS: number,
 ): Fragment {
+  const ago = (secs: number) =>
+    _bound(sql, columns, sql`now() - make_interval(secs => ${secs}::int)`);
   return sql`case
-    when u.presence_state = 'online'
-     and u.ultimo_acceso > now() - make_interval(secs => ${awayS}::int)
+    when u.presence_state = 'online' and u.ultimo_acceso > ${ago(awayS)}
       then 'online'
-    when u.presence_state = 'online'
-     and u.ultimo_acceso > now() - make_interval(secs => ${offlineS}::int)
+    when u.presence_state = 'online' and u.ultimo_acceso > ${ago(offlineS)}
       then 'away'
     else 'offline' end`;
 }
 
 /**
- * The statement that reads `usuarios` (the second of a call), for
- * {@linkcode readPresence} and for `EXPLAIN` in the benchmark.
+ * The statement that reads `usuarios`, for {@linkcode readPresence} and for
+ * `EXPLAIN` in tests and the benchmark.
  */
 export function presenceStatement(
   sql: Sql,
   columns: OptionalColumns,
   o: ReadOptions,
 ): Fragment {
-  const status = statusSql(sql, o.awayS, o.offlineS);
+  const status = statusSql(sql, columns, o.awayS, o.offlineS);
   const adminColumns = o.admin
     ? sql`, u.correo, u.rol ${
       columns.authUserId ? sql`, u.auth_user_id` : sql``
     }`
     : sql``;
-  const ids = o.ids
-    ? sql`and u.id = any(${`{${o.ids.join(",")}}`}::bigint[])`
-    : sql``;
-  const filter = o.since ? _changedSince(sql, o.since, o) : _statusFilter(
-    sql,
-    status,
-    o,
-  );
+  const ultimo = columns.ultimoAccesoWithoutTimeZone
+    ? sql`(u.ultimo_acceso at time zone 'UTC')`
+    : sql`u.ultimo_acceso`;
+  const ids = (column: Fragment) =>
+    o.ids
+      ? sql`and ${column} = any(${`{${o.ids.join(",")}}`}::bigint[])`
+      : sql``;
+  const head = sql`now() as t,
+    (extract(epoch from now()) * 1000000)::bigint::text as t_us,
+    pg_current_snapshot()::text as snap`;
+  if (!o.since) {
+    return sql`
+      with page as (
+        select u.id, false as gone, u.nombre_usuario, u.presence_state,
+               ${ultimo} as ultimo_acceso, ${status} as status ${adminColumns}
+        from public.usuarios u
+        where u.id > ${o.afterId}::bigint ${ids(sql`u.id`)}
+          ${_statusFilter(sql, columns, status, o)}
+        order by u.id
+        limit ${o.limit + 1}::int
+      )
+      select ${head}, false as reset, page.*
+      from (values (1)) one left join page on true
+      order by page.id
+    `;
+  }
+  const c = o.since;
+  const s = sql`${c.snapshot}::pg_snapshot`;
+  const since = sql`(c.txid >= pg_snapshot_xmax(${s})
+    or c.txid = any(array(select pg_snapshot_xip(${s}))))`;
+  // Rows stored online whose age crossed a threshold between the cursor's
+  // time and now: two ranges of the ultimo_acceso index.
+  const cursorTime = sql`(timestamptz 'epoch' + ${
+    String(c.time)
+  }::bigint * interval '1 microsecond')`;
+  const crossed = (secs: number) => {
+    const back = sql`make_interval(secs => ${secs}::int)`;
+    return sql`(u.ultimo_acceso > ${
+      _bound(sql, columns, sql`${cursorTime} - ${back}`)
+    } and u.ultimo_acceso <= ${_bound(sql, columns, sql`now() - ${back}`)})`;
+  };
   return sql`
-    with page as (
-      select u.id, u.nombre_usuario, u.presence_state, u.ultimo_acceso,
-             ${status} as status ${adminColumns}
-      from public.usuarios u
-      where u.id > ${o.afterId}::bigint ${ids} ${filter}
-      order by u.id
+    -- Materialised: a few rows, each branch through its own index, rather
+    -- than an ordered walk of the whole log that stops at the page's end.
+    with changed as materialized (
+      select c.user_id as id from presence.changes c
+      where c.txid >= pg_snapshot_xmax(${s})
+      union
+      select c.user_id from presence.changes c
+      where c.txid = any(array(select pg_snapshot_xip(${s})))
+      union
+      select u.id from public.usuarios u
+      where u.presence_state = 'online'
+        and (${crossed(o.awayS)} or ${crossed(o.offlineS)})
+    ),
+    -- The page's ids first: the planner then knows it joins a handful of
+    -- ids and looks each up by primary key.
+    ids as materialized (
+      select ch.id from changed ch
+      where ch.id > ${o.afterId}::bigint ${ids(sql`ch.id`)}
+      order by ch.id
       limit ${o.limit + 1}::int
+    ),
+    -- One primary-key lookup per id (a subquery with LIMIT is never
+    -- flattened into a join that could scan the table).
+    page as (
+      select ch.id, u.id is null as gone, u.nombre_usuario, u.presence_state,
+             u.ultimo_acceso, u.status ${adminColumns}
+      from ids ch left join lateral (
+        select u.id, u.nombre_usuario, u.presence_state,
+               ${ultimo} as ultimo_acceso, ${status} as status ${adminColumns}
+        from public.usuarios u where u.id = ch.id
+        limit 1
+      ) u on true
     )
-    select now() as t,
-           (extract(epoch from now()) * 1000000)::bigint::text as t_us,
-           pg_current_snapshot()::text as snap,
+    select ${head},
+           (pg_snapshot_xmax(pg_current_snapshot()) < pg_snapshot_xmax(${s})
+            or exists (select 1 from presence.changes c
+                       where c.user_id = ${WHOLE_TABLE}::bigint and ${since}))
+             as reset,
            page.*
     from (values (1)) one left join page on true
     order by page.id
@@ -176,49 +319,34 @@ export function presenceStatement(
 
 // Full reads: the status filter, plus, when offline users are not wanted,
 // a range on ultimo_acceso the index can serve.
-function _statusFilter(sql: Sql, status: Fragment, o: ReadOptions) {
+function _statusFilter(
+  sql: Sql,
+  columns: OptionalColumns,
+  status: Fragment,
+  o: ReadOptions,
+) {
   if (!o.status) return sql``;
   const wanted = sql`and ${status} = any(${`{${o.status.join(",")}}`}::text[])`;
   if (o.status.includes("offline")) return wanted;
   return sql`and u.presence_state = 'online'
-    and u.ultimo_acceso > now() - make_interval(secs => ${o.offlineS}::int)
+    and u.ultimo_acceso > ${
+    _bound(sql, columns, sql`now() - make_interval(secs => ${o.offlineS}::int)`)
+  }
     ${wanted}`;
 }
 
-// Changes since a cursor: rows written by a transaction the cursor's
-// snapshot could not see (they lie at or after its horizon), and rows stored
-// online whose age crossed a threshold between the cursor's time and now.
-// Three ranges of the ultimo_acceso index.
-function _changedSince(sql: Sql, c: CursorState, o: ReadOptions) {
-  const at = (micros: bigint) =>
-    sql`(timestamptz 'epoch' + ${
-      String(micros)
-    }::bigint * interval '1 microsecond')`;
-  const crossed = (secs: number) =>
-    sql`(u.ultimo_acceso > ${at(c.time)} - make_interval(secs => ${secs}::int)
-         and u.ultimo_acceso <= now() - make_interval(secs => ${secs}::int))`;
-  // The row version's 32-bit xmin widened to the xid8 it stands for: the
-  // one at most 2^32 below the current snapshot's xmax. Frozen or special
-  // xids (below 3) count as old, hence seen.
-  const xmin8 = sql`greatest(
-    pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-    - ((pg_snapshot_xmax(pg_current_snapshot())::text::bigint % 4294967296)
-       - u.xmin::text::bigint + 4294967296) % 4294967296,
-    3)::text::xid8`;
-  return sql`and (
-    (u.ultimo_acceso >= date_trunc('milliseconds', ${at(c.horizon)})
-     and not pg_visible_in_snapshot(${xmin8}, ${c.snapshot}::pg_snapshot))
-    or (u.presence_state = 'online'
-        and (${crossed(o.awayS)} or ${crossed(o.offlineS)}))
-  )`;
-}
-
-function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
+function _result(rows: _Row[], o: ReadOptions): ReadResult {
   const head = rows[0];
   const found = rows.filter((r) => r.id !== null);
   const more = found.length > o.limit;
   const page = more ? found.slice(0, o.limit) : found;
-  const users = page.map((r): PresenceUser => {
+  const users: PresenceUser[] = [];
+  const removed: number[] = [];
+  for (const r of page) {
+    if (r.gone) {
+      removed.push(Number(r.id));
+      continue;
+    }
     const item: PresenceUser = {
       id: Number(r.id),
       nombre_usuario: o.admin
@@ -228,24 +356,30 @@ function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
       ultimo_acceso: r.ultimo_acceso ? r.ultimo_acceso.toISOString() : null,
       status: r.status!,
     };
-    if (!o.admin) return item;
+    if (!o.admin) {
+      users.push(item);
+      continue;
+    }
     // auth_user_id only where the column exists (it was selected then).
-    return "auth_user_id" in r
-      ? {
-        ...item,
-        correo: r.correo ?? null,
-        auth_user_id: r.auth_user_id ?? null,
-        rol: r.rol ?? null,
-      }
-      : { ...item, correo: r.correo ?? null, rol: r.rol ?? null };
-  });
+    users.push(
+      "auth_user_id" in r
+        ? {
+          ...item,
+          correo: r.correo ?? null,
+          auth_user_id: r.auth_user_id ?? null,
+          rol: r.rol ?? null,
+        }
+        : { ...item, correo: r.correo ?? null, rol: r.rol ?? null },
+    );
+  }
   return {
     serverTime: head.t,
     users,
-    nextAfterId: more ? users.at(-1)!.id : null,
+    removed,
+    nextAfterId: more ? Number(page.at(-1)!.id) : null,
+    reset: head.reset,
     cursor: {
       time: BigInt(head.t_us),
-      horizon: BigInt(horizon),
       snapshot: head.snap,
       awayS: o.awayS,
       offlineS: o.offlineS,

@@ -1,0 +1,160 @@
+/**
+ * Who reads, at the cost of a ping: an asymmetric access token verified
+ * locally against the cached JWKS (as presence-ping's fast path does,
+ * `_shared/jwt_local.ts`), then proven by the database function
+ * `presence.reader`, one short statement that also finds the caller's row
+ * by the same rules as a ping (`presence.match_usuario`): the session still exists and is unexpired, the user is
+ * neither banned nor deleted, and the email matched is the one
+ * `auth.users` holds now. No call to Auth on the hot path.
+ *
+ * Auth still decides whenever the fast path cannot: `PRESENCE_VERIFY=auth`,
+ * an HS256 token or an unknown key id, a session the statement does not
+ * prove (Auth then says why: signed out, banned, deleted), an auth schema
+ * this role cannot read, and an email listed in `ADMIN_EMAILS` (whose proof
+ * of ownership is judged on Auth's own answer).
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { authenticate, type Identity } from "../_shared/auth.ts";
+import { withColumns } from "../_shared/columns.ts";
+import type { Sql } from "../_shared/db.ts";
+import type { FunctionEnv } from "../_shared/env.ts";
+import { type SessionClaims, verifyAsymmetric } from "../_shared/jwt_local.ts";
+import { errorText, logEvent } from "../_shared/log.ts";
+import {
+  findUsuario,
+  MATCH_LEVELS,
+  type MatchedRow,
+  matchRules,
+} from "../_shared/match_user.ts";
+
+/** The reader and its row (`null` when it has none). */
+export interface Caller {
+  readonly identity: Identity;
+  readonly row: MatchedRow | null;
+}
+
+/**
+ * Authenticates the bearer token and finds the caller's `usuarios` row.
+ *
+ * @example
+ * ```ts
+ * const { identity, row } = await readingCaller(sql, bearerToken(req), ctx.env);
+ * ```
+ */
+export async function readingCaller(
+  sql: Sql,
+  token: string,
+  env: FunctionEnv,
+): Promise<Caller> {
+  const claims = env.presenceVerify === "local"
+    ? await verifyAsymmetric(token, env)
+    : null;
+  const proven = claims ? await _proven(sql, claims, env) : null;
+  if (
+    proven && !(proven.identity.email !== null &&
+      env.adminEmails.has(proven.identity.email))
+  ) {
+    return proven;
+  }
+  const identity = await authenticate(token, env);
+  const row = await withColumns(
+    sql,
+    (columns) => findUsuario(sql, identity, columns, matchRules(env)),
+  );
+  return { identity, row };
+}
+
+// Errors that say the auth schema is not readable by this role or not as
+// expected, or that presence.reader is missing (the same set as
+// presence-ping's fast path): Auth decides.
+const _SCHEMA_ERRORS = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
+let _schemaErrorLogged = false;
+
+async function _proven(
+  sql: Sql,
+  claims: SessionClaims,
+  env: FunctionEnv,
+): Promise<Caller | null> {
+  try {
+    return await _statement(sql, claims, env);
+  } catch (cause) {
+    if (
+      !(cause instanceof postgres.PostgresError) ||
+      !_SCHEMA_ERRORS.has(cause.code)
+    ) throw cause;
+    if (!_schemaErrorLogged) {
+      _schemaErrorLogged = true;
+      logEvent("warn", "Fast path cannot read the auth schema; asking Auth", {
+        fn: "presence",
+        sqlstate: cause.code,
+        cause: errorText(cause),
+      });
+    }
+    return null;
+  }
+}
+
+// The values spliced into the statement text, each checked here: the
+// call then goes as one Parse/Bind/Execute flight (postgres.js waits for
+// parameter types before binding otherwise), as presence-ping's does.
+const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const _DOMAIN =
+  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
+const _EXTENDED = { simple: false } as postgres.UnsafeQueryOptions;
+
+/**
+ * The call of `presence.reader` as text (migration
+ * `20261124020100_order_presence_record_ping.sql`). Throws, sending
+ * nothing, on a value that is not a UUID or a domain name.
+ */
+export function readerText(
+  claims: SessionClaims,
+  usernameDomains: ReadonlySet<string>,
+): string {
+  if (!_UUID.test(claims.sub) || !_UUID.test(claims.sessionId)) {
+    throw new TypeError("reader: not a UUID");
+  }
+  const domains = [...usernameDomains];
+  if (!domains.every((d) => _DOMAIN.test(d))) {
+    throw new TypeError("reader: not a domain name");
+  }
+  const list = domains.length
+    ? `array[${domains.map((d) => `'${d}'`).join(",")}]::text[]`
+    : "'{}'::text[]";
+  return `select session_ok, email, email_confirmed, id, rol, level from presence.reader('${claims.sub}'::uuid, '${claims.sessionId}'::uuid, ${list})`;
+}
+
+async function _statement(
+  sql: Sql,
+  claims: SessionClaims,
+  env: FunctionEnv,
+): Promise<Caller | null> {
+  const [r] = await sql.unsafe<
+    {
+      session_ok: boolean;
+      email: string | null;
+      email_confirmed: boolean | null;
+      id: string | null;
+      rol: string | null;
+      level: number | null;
+    }[]
+  >(readerText(claims, env.usernameMatchDomains), [], _EXTENDED);
+  if (!r?.session_ok) return null;
+  return {
+    identity: {
+      id: claims.sub,
+      email: r.email,
+      emailConfirmed: r.email_confirmed === true,
+      // Not read here: an ADMIN_EMAILS address (the only reader whose
+      // app_metadata matters) is sent to Auth above.
+      appMetadata: {},
+    },
+    row: r.id === null ? null : {
+      id: Number(r.id),
+      rol: r.rol,
+      level: MATCH_LEVELS[r.level! - 1],
+    },
+  };
+}

@@ -1,0 +1,24 @@
+import assert from "node:assert/strict";
+import { covers } from "./query.ts";
+
+const at = (time: bigint, snapshot: string) => ({
+  time,
+  snapshot,
+  awayS: 300,
+  offlineS: 900,
+});
+
+Deno.test("covers: an older cursor's answer covers a newer one's", () => {
+  assert.equal(covers(at(1n, "10:12:10"), at(2n, "10:14:10,12")), true);
+  assert.equal(covers(at(1n, "10:12:10,11"), at(1n, "11:13:11")), true);
+  assert.equal(covers(at(1n, "5:9:"), at(1n, "5:9:")), true);
+});
+
+Deno.test("covers: not when the other cursor could not see what this one saw", () => {
+  // 11 committed before the first snapshot but was open at the second.
+  assert.equal(covers(at(1n, "10:12:10"), at(2n, "10:14:10,11")), false);
+  // A newer snapshot never covers an older one.
+  assert.equal(covers(at(2n, "10:14:10,12"), at(1n, "10:12:10")), false);
+  // Nor an older time window.
+  assert.equal(covers(at(3n, "10:12:10"), at(2n, "10:12:10")), false);
+});

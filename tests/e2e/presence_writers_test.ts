@@ -1,0 +1,656 @@
+/**
+ * presence's changes-since cursor under every kind of writer: the client
+ * kit's watched map (the real kit, polling the real function through
+ * supabase-js) must equal a full read after the app's own update, insert
+ * and delete, a SAVEPOINT or EXCEPTION-block write, a write by another role,
+ * a TRUNCATE, an idle transaction beside the reads, and with a naive
+ * `timestamp` column under Europe/Madrid and America/Mexico_City. Also: a
+ * non-superuser reading role. Runs on PGlite and, with TEST_DATABASE_URL,
+ * on PostgreSQL, where transactions really overlap.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { type Clock, PresenceKit } from "../../client/presence.ts";
+import {
+  closeDatabases,
+  type Sql,
+} from "../../supabase/functions/_shared/db.ts";
+import {
+  type PresenceUser,
+  readPresence,
+  readShared,
+} from "../../supabase/functions/presence/query.ts";
+import { PROJECT_DIR } from "../../local/migrate.ts";
+import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { invoke } from "../support/invoke.ts";
+import { startTestStack, type TestStack } from "../support/stack.ts";
+
+const stack: TestStack = await startTestStack();
+const onPostgres = Boolean(Deno.env.get("TEST_DATABASE_URL"));
+
+/** A clock whose timers fire only when the test says so. */
+class ManualClock implements Clock {
+  #timers = new Map<number, () => void>();
+  #next = 1;
+  now() {
+    return Date.now();
+  }
+  setTimeout(fn: () => void, _ms: number) {
+    const id = this.#next++;
+    this.#timers.set(id, fn);
+    return id;
+  }
+  clearTimeout(handle: unknown) {
+    this.#timers.delete(handle as number);
+  }
+  fire() {
+    const due = [...this.#timers.values()];
+    this.#timers.clear();
+    for (const fn of due) fn();
+  }
+}
+
+/** The real kit watching as `reader`; `poll()` runs one poll and gives its map. */
+async function watcher(reader: Awaited<ReturnType<TestStack["createUser"]>>) {
+  const clock = new ManualClock();
+  const kit = new PresenceKit(reader.client, {
+    url: stack.apiUrl,
+    publishableKey: stack.anonKey,
+    clock,
+    pageSize: 7,
+  });
+  let resolve: (m: Map<number, PresenceUser>) => void = () => {};
+  let next = new Promise<Map<number, PresenceUser>>((r) => resolve = r);
+  const errors: unknown[] = [];
+  kit.on("error", (e) => errors.push(e));
+  const unwatch = kit.watch((users) => {
+    resolve(new Map(users as Map<number, PresenceUser>));
+    next = new Promise((r) => resolve = r);
+  });
+  let map = await next;
+  return {
+    get map() {
+      return map;
+    },
+    async poll() {
+      const pending = next;
+      clock.fire();
+      map = await pending;
+      assert.deepEqual(errors, []);
+      return map;
+    },
+    stop() {
+      unwatch();
+      kit.dispose();
+    },
+  };
+}
+
+type Watcher = Awaited<ReturnType<typeof watcher>>;
+
+/** Every user, by a full read through the function (every page). */
+async function fullRead(
+  reader: Awaited<ReturnType<TestStack["createUser"]>>,
+): Promise<Map<number, PresenceUser>> {
+  const users = new Map<number, PresenceUser>();
+  let after: number | null = 0;
+  while (after !== null) {
+    const res = await invoke(reader.client, "presence", {
+      body: { after_id: after, limit: 500 },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    for (const u of res.body.users) users.set(u.id, u);
+    after = res.body.next_after_id;
+  }
+  return users;
+}
+
+function sorted(map: Map<number, PresenceUser>) {
+  return [...map.values()].sort((a, b) => a.id - b.id);
+}
+
+/** Polls once and asserts that the kit's map equals a full read. */
+async function assertInStep(w: Watcher, reader: Reader, what: string) {
+  const map = await w.poll();
+  assert.deepEqual(sorted(map), sorted(await fullRead(reader)), what);
+  return map;
+}
+
+type Reader = Awaited<ReturnType<TestStack["createUser"]>>;
+
+async function member(name: string) {
+  return await stack.createUser({
+    row: {
+      auth_user_id: true,
+      nombre_usuario: `${name}-${crypto.randomUUID().slice(0, 6)}`,
+    },
+  });
+}
+
+e2eTest(
+  "presence: the kit's map follows the app's own update, insert and delete",
+  async () => {
+    const reader = await member("reader");
+    const other = await member("other");
+    await invoke(other.client, "presence-ping");
+    const w = await watcher(reader);
+    try {
+      assert.equal(w.map.get(other.rowId!)?.status, "online");
+      // A server-side logout: the app sets the state itself.
+      await stack.sql`update public.usuarios set presence_state = 'offline'
+                      where id = ${other.rowId!}`;
+      let map = await assertInStep(w, reader, "after an app update");
+      assert.equal(map.get(other.rowId!)?.presence_state, "offline");
+      assert.equal(map.get(other.rowId!)?.status, "offline");
+      // A nightly "everyone offline" job over many rows at once.
+      await invoke(other.client, "presence-ping");
+      await w.poll();
+      await stack.sql`update public.usuarios set presence_state = 'offline'
+                      where presence_state = 'online'`;
+      map = await assertInStep(w, reader, "after a bulk update");
+      assert.equal(map.get(other.rowId!)?.status, "offline");
+      // An insert by the app, already online.
+      const [added] = await stack.sql`
+        insert into public.usuarios (nombre_usuario, presence_state, ultimo_acceso)
+        values ('added-by-app', 'online', date_trunc('milliseconds', now()))
+        returning id`;
+      map = await assertInStep(w, reader, "after an app insert");
+      assert.equal(map.get(Number(added.id))?.status, "online");
+      // A delete: the user leaves the map.
+      await stack.sql`delete from public.usuarios where id = ${added.id}`;
+      map = await assertInStep(w, reader, "after an app delete");
+      assert.equal(map.has(Number(added.id)), false);
+    } finally {
+      w.stop();
+    }
+  },
+);
+
+e2eTest(
+  "presence: the kit's map follows writes made in a SAVEPOINT and in a PL/pgSQL EXCEPTION block",
+  async () => {
+    const reader = await member("reader");
+    const a = await member("sp"), b = await member("exc");
+    const w = await watcher(reader);
+    try {
+      await stack.sql.begin(async (tx) => {
+        await tx`savepoint s1`;
+        await tx`update public.usuarios
+                 set presence_state = 'online',
+                     ultimo_acceso = date_trunc('milliseconds', now())
+                 where id = ${a.rowId!}`;
+        await tx`release savepoint s1`;
+      });
+      // The usual shape of an app's own rpc(): the write inside a block
+      // with an exception handler, which PL/pgSQL runs as a subtransaction.
+      await stack.sql.unsafe(`
+        do $$ begin
+          begin
+            update public.usuarios
+            set presence_state = 'online',
+                ultimo_acceso = date_trunc('milliseconds', now())
+            where id = ${b.rowId!};
+          exception when others then raise;
+          end;
+        end $$`);
+      const map = await assertInStep(w, reader, "after subtransaction writes");
+      assert.equal(map.get(a.rowId!)?.status, "online");
+      assert.equal(map.get(b.rowId!)?.status, "online");
+    } finally {
+      w.stop();
+    }
+  },
+);
+
+e2eTest(
+  "presence: the kit's map follows a write by another role that has no right on the presence schema",
+  async () => {
+    const reader = await member("reader");
+    const target = await member("target");
+    // An app's own role, with a policy of its own on the table (row level
+    // security is on for the table the migration creates).
+    await stack.sql.unsafe(`
+      do $$ begin
+        -- Roles belong to the cluster, grants and policies to this database.
+        if not exists (select 1 from pg_roles where rolname = 'app_writer_18') then
+          create role app_writer_18 nologin nosuperuser;
+        end if;
+      end $$;
+      grant usage on schema public to app_writer_18;
+      grant select, update on public.usuarios to app_writer_18;
+      drop policy if exists app_writer_18_all on public.usuarios;
+      create policy app_writer_18_all on public.usuarios to app_writer_18
+        using (true) with check (true);`);
+    const w = await watcher(reader);
+    try {
+      await stack.sql.begin(async (tx) => {
+        await tx`set local role app_writer_18`;
+        const [{ usage }] = await tx`
+          select has_schema_privilege('presence', 'usage') as usage`;
+        assert.equal(usage, false);
+        await tx`update public.usuarios
+                 set presence_state = 'online',
+                     ultimo_acceso = date_trunc('milliseconds', now())
+                 where id = ${target.rowId!}`;
+      });
+      const map = await assertInStep(w, reader, "after another role's write");
+      assert.equal(map.get(target.rowId!)?.status, "online");
+    } finally {
+      w.stop();
+    }
+  },
+);
+
+e2eTest(
+  "presence: a TRUNCATE of usuarios answers the next poll with a resync",
+  async () => {
+    const reader = await member("reader");
+    const w = await watcher(reader);
+    const issued = await invoke(reader.client, "presence", {
+      body: { limit: 1 },
+    });
+    try {
+      const keep = await stack.sql`select * from public.usuarios`;
+      await stack.sql`truncate public.usuarios`;
+      await stack.sql`insert into public.usuarios ${
+        stack.sql(keep.map((r) => ({ ...r })))
+      }`;
+      const res = await invoke(reader.client, "presence", {
+        body: { cursor: issued.body.cursor },
+      });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.resync, true);
+      await assertInStep(w, reader, "after a truncate and reload");
+    } finally {
+      w.stop();
+    }
+  },
+);
+
+e2eTest(
+  "presence: a non-superuser reading role reads changes since a cursor",
+  async () => {
+    const target = await member("target");
+    await stack.sql.unsafe(`
+      do $$ begin
+        if not exists (select 1 from pg_roles where rolname = 'presence_reader_18') then
+          create role presence_reader_18 nologin nosuperuser bypassrls;
+        end if;
+      end $$;
+      grant usage on schema public, presence to presence_reader_18;
+      grant select on public.usuarios, presence.changes to presence_reader_18;`);
+    const columns = { authUserId: true, lastManualLogoutAt: true };
+    const options = {
+      afterId: 0,
+      limit: 500,
+      admin: false,
+      awayS: 300,
+      offlineS: 900,
+      since: null,
+    };
+    const asReader = <T>(work: (sql: Sql) => Promise<T>) =>
+      stack.sql.begin(async (tx) => {
+        await tx`set local role presence_reader_18`;
+        const [me] = await tx`select rolsuper from pg_roles
+                              where rolname = current_user`;
+        assert.equal(me.rolsuper, false);
+        return await work(tx as unknown as Sql);
+      });
+    const first = await asReader((sql) => readPresence(sql, columns, options));
+    await invoke(target.client, "presence-ping");
+    const delta = await asReader((sql) =>
+      readPresence(sql, columns, { ...options, since: first.cursor })
+    );
+    assert.equal(delta.reset, false);
+    assert.deepEqual(delta.users.map((u) => [u.id, u.status]), [[
+      target.rowId,
+      "online",
+    ]]);
+  },
+);
+
+e2eTest(
+  "readShared: a read asked while one that covers it is in flight shares its statement; later ones run their own",
+  async () => {
+    const sql = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
+    try {
+      const columns = { authUserId: true, lastManualLogoutAt: true };
+      const options = {
+        afterId: 0,
+        limit: 500,
+        admin: false,
+        awayS: 300,
+        offlineS: 900,
+        since: null,
+      };
+      const first = await readPresence(sql, columns, options);
+      const since = { ...options, since: first.cursor };
+      const together = await Promise.all(
+        Array.from({ length: 8 }, () => readShared(sql, columns, since)),
+      );
+      assert.ok(together.every((r) => r === together[0]));
+      const other = await readShared(sql, columns, { ...since, limit: 7 });
+      assert.notEqual(other, together[0]);
+      const later = await readShared(sql, columns, since);
+      assert.notEqual(later, together[0]);
+      assert.deepEqual(later.users, together[0].users);
+      // A newer cursor asked while an older one's read runs shares it (its
+      // answer covers the newer one's); an older cursor never shares a
+      // newer one's.
+      const older = readShared(sql, columns, since);
+      const newer = readShared(sql, columns, {
+        ...options,
+        since: later.cursor,
+      });
+      assert.equal(await newer, await older);
+      const newest = readShared(sql, columns, {
+        ...options,
+        since: later.cursor,
+      });
+      const oldest = readShared(sql, columns, since);
+      assert.notEqual(await oldest, await newest);
+    } finally {
+      await sql.end();
+    }
+  },
+);
+
+if (onPostgres) {
+  // PGlite runs one transaction at a time: a transaction left open there
+  // would stop every other statement, so these cases exist only where
+  // transactions overlap.
+  e2eTest(
+    "presence: a SAVEPOINT write committed after a cursor was issued is in the next delta",
+    async () => {
+      const reader = await member("reader");
+      const late = await member("late");
+      const w = await watcher(reader);
+      const other = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+      try {
+        await other.begin(async (tx) => {
+          await tx`select pg_current_xact_id()`;
+          await tx`savepoint s1`;
+          await tx`update public.usuarios
+                   set presence_state = 'online',
+                       ultimo_acceso = date_trunc('milliseconds', now())
+                   where id = ${late.rowId!}`;
+          await tx`release savepoint s1`;
+          // A poll while the transaction is still open: its cursor's
+          // snapshot cannot see the write.
+          const map = await w.poll();
+          assert.notEqual(map.get(late.rowId!)?.status, "online");
+        });
+        const map = await assertInStep(w, reader, "after the late commit");
+        assert.equal(map.get(late.rowId!)?.status, "online");
+      } finally {
+        await other.end();
+        w.stop();
+      }
+    },
+  );
+
+  e2eTest(
+    "presence change-log migration: on a busy usuarios it steps aside for writes and retries, then creates the triggers",
+    async () => {
+      const [{ id }] = await stack
+        .sql`select min(id) as id from public.usuarios`;
+      const file = await Deno.readTextFile(
+        `${PROJECT_DIR}supabase/migrations/20261124020000_create_presence_changes.sql`,
+      );
+      const holder = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+      const notices: string[] = [];
+      const migrator = postgres(stack.dbUrl, {
+        max: 1,
+        onnotice: (n) => notices.push(String(n.message)),
+      });
+      let release = () => {};
+      const held = new Promise<void>((r) => release = r);
+      let opened = () => {};
+      const isOpen = new Promise<void>((r) => opened = r);
+      const tx = holder.begin(async (sql) => {
+        await sql`update public.usuarios set presence_state = presence_state
+                  where id = ${id}`;
+        opened();
+        await held;
+      });
+      try {
+        await isOpen;
+        // Sent now (postgres.js sends a query when it is awaited).
+        const migration = migrator.unsafe(file).execute();
+        // The migration waits for the lock behind the open transaction...
+        for (;;) {
+          const [{ waiting }] = await stack.sql`
+            select count(*)::int as waiting from pg_locks
+            where relation = 'public.usuarios'::regclass and not granted`;
+          if (waiting > 0) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        // ...and another writer still lands while that transaction holds
+        // the table: the migration's lock request does not keep writes
+        // queued behind it (it gives up after 2 s and tries again).
+        await stack
+          .sql`update public.usuarios set presence_state = presence_state
+                        where id <> ${id}`;
+        release();
+        await tx;
+        await migration;
+        assert.ok(notices.some((n) => n.includes("is busy (attempt 1 of 10)")));
+        const triggers = await stack.sql`
+          select tgname, tgenabled from pg_trigger
+          where tgrelid = 'public.usuarios'::regclass
+            and tgname like 'usuarios_log_%' order by tgname`;
+        assert.deepEqual(triggers.map((t) => [t.tgname, t.tgenabled]), [
+          ["usuarios_log_delete", "A"],
+          ["usuarios_log_insert", "A"],
+          ["usuarios_log_truncate", "A"],
+          ["usuarios_log_update", "A"],
+        ]);
+      } finally {
+        release();
+        await tx.catch(() => {});
+        await holder.end();
+        await migrator.end();
+      }
+    },
+  );
+
+  e2eTest(
+    "presence: an idle open transaction beside the reads neither hides changes nor widens what a poll reads",
+    async () => {
+      const reader = await member("reader");
+      const idle = await member("idle");
+      const busy = await member("busy");
+      const w = await watcher(reader);
+      const other = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+      let release = () => {};
+      const held = new Promise<void>((r) => release = r);
+      let opened = () => {};
+      const isOpen = new Promise<void>((r) => opened = r);
+      const tx = other.begin(async (tx) => {
+        await tx`update public.usuarios set presence_state = 'online',
+                   ultimo_acceso = date_trunc('milliseconds', now())
+                 where id = ${idle.rowId!}`;
+        opened();
+        await held;
+      });
+      try {
+        await isOpen;
+        await w.poll();
+        // Many changes, each its own transaction, while it stays open.
+        const many = await stack.sql`
+          insert into public.usuarios (nombre_usuario)
+          select 'many-' || g from generate_series(1, 20) g returning id`;
+        for (const row of many) {
+          await stack.sql`update public.usuarios
+            set presence_state = 'online',
+                ultimo_acceso = date_trunc('milliseconds', now())
+            where id = ${row.id}`;
+        }
+        const [{ snap }] = await stack.sql`
+          select pg_current_snapshot()::text as snap`;
+        await invoke(busy.client, "presence-ping");
+        // What a poll from that snapshot reads of the change log: the one
+        // ping after it (the open transaction's row is not visible yet),
+        // not every change since the open transaction began, which a range
+        // from the snapshot's xmin would.
+        const [{ ours, fromXmin }] = await stack.sql`
+          select
+            (select count(*)::int from presence.changes c
+             where c.txid >= pg_snapshot_xmax(${snap}::pg_snapshot)
+                or c.txid = any(array(select pg_snapshot_xip(${snap}::pg_snapshot))))
+              as ours,
+            (select count(*)::int from presence.changes c
+             where c.txid >= pg_snapshot_xmin(${snap}::pg_snapshot))
+              as "fromXmin"`;
+        assert.equal(ours, 1);
+        assert.ok(fromXmin >= 21, String(fromXmin));
+        let map = await assertInStep(w, reader, "beside the idle transaction");
+        assert.equal(map.get(busy.rowId!)?.status, "online");
+        assert.notEqual(map.get(idle.rowId!)?.status, "online");
+        release();
+        await tx;
+        map = await assertInStep(w, reader, "after it commits");
+        assert.equal(map.get(idle.rowId!)?.status, "online");
+      } finally {
+        release();
+        await tx.catch(() => {});
+        await other.end();
+        w.stop();
+      }
+    },
+  );
+}
+
+/** Runs `late` in a transaction that started before `meanwhile` ran and committed. */
+async function startedEarlier<T>(
+  meanwhile: () => Promise<unknown>,
+  late: (tx: postgres.TransactionSql) => Promise<T>,
+): Promise<T> {
+  const other = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+  try {
+    return await other.begin(async (tx) => {
+      await tx`select now()`;
+      await new Promise((r) => setTimeout(r, 30));
+      await meanwhile();
+      return await late(tx);
+    }) as T;
+  } finally {
+    await other.end();
+  }
+}
+
+if (onPostgres) {
+  const recordPing = (
+    tx: postgres.TransactionSql,
+    u: { id: string; email: string },
+    state: string,
+  ) =>
+    tx`select id, ultimo_acceso, presence_state
+       from presence.record_ping(${u.id}::uuid, null, ${u.email}, ${state},
+                                 '{}'::text[], 0)`;
+
+  e2eTest(
+    "record_ping: ultimo_acceso never moves backwards when an earlier ping commits later",
+    async () => {
+      const u = await member("mono");
+      let newer = "";
+      const [late] = await startedEarlier(async () => {
+        const ping = await invoke(u.client, "presence-ping");
+        newer = ping.body.user.ultimo_acceso;
+      }, (tx) => recordPing(tx, u, "online"));
+      assert.equal((late.ultimo_acceso as Date).toISOString(), newer);
+      const [row] = await stack.sql`select ultimo_acceso from public.usuarios
+                                    where id = ${u.rowId!}`;
+      assert.equal((row.ultimo_acceso as Date).toISOString(), newer);
+    },
+  );
+
+  e2eTest(
+    "record_ping: an older offline never overwrites a newer online, and is answered as stored",
+    async () => {
+      const u = await member("order");
+      let newer = "";
+      const [late] = await startedEarlier(async () => {
+        const ping = await invoke(u.client, "presence-ping");
+        newer = ping.body.user.ultimo_acceso;
+      }, (tx) => recordPing(tx, u, "offline"));
+      assert.deepEqual(
+        [late.presence_state, (late.ultimo_acceso as Date).toISOString()],
+        ["online", newer],
+      );
+      const [row] = await stack.sql`select presence_state from public.usuarios
+                                    where id = ${u.rowId!}`;
+      assert.equal(row.presence_state, "online");
+      // A newer offline still lands.
+      const off = await invoke(u.client, "presence-ping", {
+        body: { state: "offline" },
+      });
+      assert.equal(off.body.user.presence_state, "offline");
+    },
+  );
+}
+
+for (const zone of ["Europe/Madrid", "America/Mexico_City"]) {
+  e2eTest(
+    `presence: a naive timestamp column under ${zone}: status and deltas by UTC`,
+    async () => {
+      const reader = await member("reader");
+      const pinger = await member("pinger");
+      const gone = await member("gone");
+      const [{ data_type }] = await stack.sql`
+        select data_type from information_schema.columns
+        where table_schema = 'public' and table_name = 'usuarios'
+          and column_name = 'ultimo_acceso'`;
+      if (data_type !== "timestamp without time zone") {
+        await stack.sql`alter table public.usuarios
+          alter column ultimo_acceso type timestamp without time zone
+          using ultimo_acceso at time zone 'UTC'`;
+      }
+      const [{ db }] = await stack.sql`select current_database() as db`;
+      await stack.sql.unsafe(
+        `alter database "${db}" set timezone to '${zone}'`,
+      );
+      // PGlite is one session shared by every connection; PostgreSQL
+      // sessions take the database's setting when they open.
+      await stack.sql.unsafe(`set timezone to '${zone}'`);
+      await closeDatabases();
+      // Gone an hour ago, stored online: offline in any zone.
+      await stack.sql`update public.usuarios
+        set presence_state = 'online',
+            ultimo_acceso = (now() - interval '1 hour') at time zone 'UTC'
+        where id = ${gone.rowId!}`;
+      const w = await watcher(reader);
+      try {
+        assert.equal(w.map.get(gone.rowId!)?.status, "offline");
+        const ping = await invoke(pinger.client, "presence-ping");
+        assert.equal(ping.status, 200);
+        const map = await assertInStep(w, reader, `after a ping in ${zone}`);
+        assert.deepEqual(
+          [
+            map.get(pinger.rowId!)?.status,
+            map.get(pinger.rowId!)?.ultimo_acceso,
+          ],
+          ["online", ping.body.user.ultimo_acceso],
+        );
+        assert.ok(
+          Math.abs(Date.parse(ping.body.user.ultimo_acceso) - Date.now()) <
+            60_000,
+          "stored as UTC",
+        );
+        assert.equal(map.get(gone.rowId!)?.status, "offline");
+        // A move made by the clock alone: 298 s old, then over 300 s: away.
+        await stack.sql`update public.usuarios
+          set ultimo_acceso = (now() - interval '298 seconds') at time zone 'UTC'
+          where id = ${gone.rowId!}`;
+        assert.equal((await w.poll()).get(gone.rowId!)?.status, "online");
+        await new Promise((r) => setTimeout(r, 2500));
+        const later = await assertInStep(w, reader, "after the clock moved");
+        assert.equal(later.get(gone.rowId!)?.status, "away");
+      } finally {
+        w.stop();
+      }
+    },
+  );
+}
+
+closeStackAfterAll("presence writers", stack);
