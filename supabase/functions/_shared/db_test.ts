@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { publicDbError } from "./db.ts";
+import { createTestDatabase } from "../../../local/testing/database.ts";
+import {
+  asDbTimeout,
+  bounded,
+  connectionOptions,
+  DB_RETRY_AFTER_S,
+  publicDbError,
+} from "./db.ts";
 
 Deno.test("publicDbError: a server error is named by its condition and SQLSTATE, never its message", () => {
   const error = new postgres.PostgresError({
@@ -46,3 +53,232 @@ Deno.test("publicDbError: anything else is a plain database error", () => {
     "database error",
   );
 });
+
+Deno.test("connectionOptions: an IPv6 literal in brackets is the host, and user and password are decoded", () => {
+  const o = connectionOptions(
+    "postgresql://postgres.abcd:p%40ss%3Aword@[2001:db8::5]:6543/postgres",
+  );
+  assert.equal(o.host, "2001:db8::5");
+  assert.equal(o.port, 6543);
+  assert.equal(o.username, "postgres.abcd");
+  assert.equal(o.password, "p@ss:word");
+  assert.equal(o.database, "postgres");
+  assert.equal(
+    connectionOptions("postgres://u:p@[::1]/db").host,
+    "::1",
+  );
+  assert.equal(connectionOptions("postgres://u:p@[::1]/db").port, 5432);
+});
+
+Deno.test("connectionOptions: sslmode is honoured as libpq reads it", () => {
+  const ssl = (query: string, host = "db.example.supabase.co") =>
+    connectionOptions(`postgresql://u:p@${host}:5432/postgres${query}`).ssl;
+  assert.equal(ssl("?sslmode=disable"), false);
+  assert.equal(ssl("?sslmode=allow"), "prefer");
+  assert.equal(ssl("?sslmode=prefer"), "prefer");
+  assert.equal(ssl("?sslmode=require"), "require");
+  assert.equal(ssl("?sslmode=verify-ca"), "verify-full");
+  assert.equal(ssl("?sslmode=verify-full"), "verify-full");
+  assert.equal(ssl("?sslrootcert=system"), "verify-full");
+  // No sslmode: libpq's default, prefer; on loopback TLS protects nothing.
+  assert.equal(ssl(""), "prefer");
+  assert.equal(ssl("", "127.0.0.1"), false);
+  assert.equal(ssl("", "[::1]"), false);
+  assert.equal(ssl("?sslmode=require", "127.0.0.1"), "require");
+});
+
+Deno.test("connectionOptions: other URL parameters become startup parameters", () => {
+  const o = connectionOptions(
+    "postgresql://u:p@h/db?sslmode=require&application_name=mine&options=-c%20search_path%3Dpublic",
+  );
+  assert.deepEqual(o.connection, {
+    application_name: "mine",
+    options: "-c search_path=public",
+  });
+  assert.equal(
+    connectionOptions("postgresql://u:p@h/db").connection.application_name,
+    "presence-auth-functions",
+  );
+});
+
+Deno.test("connectionOptions: a bad string is refused without echoing it", () => {
+  for (
+    const url of [
+      "postgresql://u:s3cret@h/db?sslmode=on",
+      "mysql://u:s3cret@h/db",
+      "not a url s3cret",
+    ]
+  ) {
+    assert.throws(() => connectionOptions(url), (e: unknown) => {
+      assert.ok(e instanceof TypeError);
+      assert.ok(!e.message.includes("s3cret"), e.message);
+      return true;
+    });
+  }
+});
+
+Deno.test("asDbTimeout: a statement timeout or lock timeout, even wrapped, is 503 db_timeout with Retry-After", () => {
+  const lock = new postgres.PostgresError({
+    message: "canceling statement due to lock timeout",
+    code: "55P03",
+  } as unknown as string);
+  const direct = asDbTimeout(lock);
+  assert.ok(direct);
+  assert.equal(direct.status, 503);
+  assert.equal(direct.code, "db_timeout");
+  assert.equal(direct.headers["Retry-After"], String(DB_RETRY_AFTER_S));
+  assert.equal(direct.extra.error, "lock not available (SQLSTATE 55P03)");
+  const wrapped = new Error("presence update failed", { cause: lock });
+  assert.equal(asDbTimeout(wrapped)?.code, "db_timeout");
+  // postgres.js's own error for a query cancelled before it was sent.
+  const dropped = Object.assign(
+    new Error("canceling statement due to user request"),
+    { code: "57014" },
+  );
+  assert.equal(
+    asDbTimeout(dropped)?.extra.error,
+    "statement timeout (SQLSTATE 57014)",
+  );
+  assert.equal(
+    asDbTimeout(
+      new postgres.PostgresError({ code: "23505" } as unknown as string),
+    ),
+    null,
+  );
+  assert.equal(asDbTimeout(new Error("x")), null);
+});
+
+Deno.test({
+  name:
+    "bounded: each transaction runs with statement_timeout and lock_timeout set locally, never for the session",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const db = await createTestDatabase();
+    const raw = postgres(db.url, { max: 1, prepare: false });
+    try {
+      const sql = bounded(raw, { timeoutMs: 2500 });
+      const inside = await sql.begin(async (tx) => {
+        const [row] = await tx`
+          select current_setting('statement_timeout') as statement,
+                 current_setting('lock_timeout') as lock`;
+        return { ...row };
+      });
+      assert.deepEqual(inside, { statement: "2500ms", lock: "1s" });
+      const [after] = await raw`
+        select current_setting('statement_timeout') as statement,
+               current_setting('lock_timeout') as lock`;
+      assert.deepEqual({ ...after }, { statement: "0", lock: "0" });
+    } finally {
+      await raw.end();
+      await db.close();
+    }
+  },
+});
+
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  // PGlite is one single-user session: it neither takes cancel requests nor
+  // runs a timer, and a lock held in one connection stops all the others.
+  const withDb = (
+    name: string,
+    fn: (url: string, raw: postgres.Sql) => Promise<void>,
+  ) =>
+    Deno.test({
+      name,
+      sanitizeResources: false,
+      sanitizeOps: false,
+      async fn() {
+        const db = await createTestDatabase();
+        const raw = postgres(db.url, {
+          max: 2,
+          prepare: false,
+          onnotice: () => {},
+        });
+        try {
+          await fn(db.url, raw);
+        } finally {
+          await raw.end();
+          await db.close();
+        }
+      },
+    });
+
+  withDb(
+    "bounded: a statement still running after timeoutMs is cancelled on the server (57014) and maps to db_timeout",
+    async (_url, raw) => {
+      const sql = bounded(raw, { timeoutMs: 300 });
+      // pg_sleep(30) returns normally unless the server cancels it.
+      const error = await sql`select pg_sleep(30)`.then(() => null, (e) => e);
+      assert.ok(error instanceof postgres.PostgresError, String(error));
+      assert.equal(error.code, "57014");
+      assert.equal(asDbTimeout(error)?.status, 503);
+      const [{ sleeping }] = await raw`
+        select count(*)::int as sleeping from pg_stat_activity
+        where query like 'select pg_sleep(30)%' and state = 'active'`;
+      assert.equal(sleeping, 0);
+    },
+  );
+
+  withDb(
+    "bounded: an aborted request signal cancels its running statement",
+    async (_url, raw) => {
+      const abort = new AbortController();
+      const sql = bounded(raw, { timeoutMs: 600_000, signal: abort.signal });
+      const pending = sql`select pg_sleep(30)`.then(() => null, (e) => e);
+      // Aborted once the statement is running on the server.
+      for (;;) {
+        const [{ n }] = await raw`
+          select count(*)::int as n from pg_stat_activity
+          where query like 'select pg_sleep(30)%' and state = 'active'`;
+        if (n > 0) break;
+      }
+      abort.abort();
+      const error = await pending;
+      assert.ok(error instanceof postgres.PostgresError, String(error));
+      assert.equal(error.code, "57014");
+    },
+  );
+
+  withDb(
+    "bounded: a transaction's statement waiting for a row lock fails with lock_not_available (55P03)",
+    async (_url, raw) => {
+      await raw`create table t (id int primary key, v int)`;
+      await raw`insert into t values (1, 0)`;
+      const holder = await raw.reserve();
+      try {
+        await holder`begin`;
+        await holder`select 1 from t where id = 1 for update`;
+        const sql = bounded(raw, { timeoutMs: 600_000 });
+        const error = await sql.begin((tx) =>
+          tx`update t set v = v + 1 where id = 1`
+        ).then(() => null, (e) => e);
+        assert.ok(error instanceof postgres.PostgresError, String(error));
+        assert.equal(error.code, "55P03");
+        assert.equal(asDbTimeout(error)?.code, "db_timeout");
+      } finally {
+        await holder`rollback`;
+        holder.release();
+      }
+    },
+  );
+
+  withDb(
+    "statement_timeout: set as a function's attribute it does not bound the statement that calls it; SET LOCAL does",
+    async (_url, raw) => {
+      await raw`
+        create function slow() returns int language sql
+        set statement_timeout = '100ms'
+        as 'select 1 from pg_sleep(0.6)'`;
+      // Runs to its end: the attribute is in force, but the statement's
+      // timer was armed (or not) when the statement started.
+      const [{ slow }] = await raw`select slow()`;
+      assert.equal(slow, 1);
+      const error = await raw.begin(async (tx) => {
+        await tx`set local statement_timeout = '100ms'`;
+        await tx`select pg_sleep(0.6)`;
+      }).then(() => null, (e) => e);
+      assert.ok(error instanceof postgres.PostgresError, String(error));
+      assert.equal(error.code, "57014");
+    },
+  );
+}

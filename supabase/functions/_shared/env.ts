@@ -8,6 +8,7 @@
  * @module
  */
 import { z } from "zod";
+import { connectionOptions } from "./db.ts";
 import { HttpError } from "./errors.ts";
 
 /** Where variables come from: `Deno.env.get` in production. */
@@ -21,12 +22,22 @@ export interface FunctionEnv {
   readonly anonKey: string;
   /** Service role key, for the Auth admin API. Never sent to a client. */
   readonly serviceRoleKey: string;
-  /** Postgres connection string injected by the platform. */
+  /**
+   * The Postgres connection string the functions use: `PRESENCE_DB_URL`
+   * when set (on a hosted project, the transaction pooler's string, port
+   * 6543), else `SUPABASE_DB_URL`, the direct connection the platform
+   * injects.
+   */
   readonly dbUrl: string;
   /** Lower-cased, trimmed administrator emails from `ADMIN_EMAILS`. */
   readonly adminEmails: ReadonlySet<string>;
-  /** Upper bound of the per-isolate connection pool (`DB_POOL_MAX`, default 4). */
+  /** Upper bound of the per-isolate connection pool (`DB_POOL_MAX`, default 2). */
   readonly dbPoolMax: number;
+  /**
+   * `DB_STATEMENT_TIMEOUT_MS` (default 3000): longest any statement runs
+   * before it is cancelled and the request answers 503 `db_timeout`.
+   */
+  readonly dbStatementTimeoutMs: number;
   /**
    * `PRESENCE_VERIFY`: `"local"` (default) verifies asymmetric tokens against
    * the cached JWKS; `"auth"` always asks Auth.
@@ -75,6 +86,8 @@ export interface FunctionEnv {
 export const FUNCTION_SETTINGS = [
   "ADMIN_EMAILS",
   "DB_POOL_MAX",
+  "DB_STATEMENT_TIMEOUT_MS",
+  "PRESENCE_DB_URL",
   "PRESENCE_VERIFY",
   "PRESENCE_MIN_WRITE_INTERVAL_S",
   "USERNAME_MATCH_DOMAINS",
@@ -92,7 +105,8 @@ export const denoEnv: EnvSource = (name) => Deno.env.get(name);
 const _int = (min: number, max: number, fallback: number) =>
   z.coerce.number().int().min(min).max(max).default(fallback);
 const _SETTINGS = {
-  DB_POOL_MAX: _int(1, 100, 4),
+  DB_POOL_MAX: _int(1, 100, 2),
+  DB_STATEMENT_TIMEOUT_MS: _int(100, 600_000, 3000),
   PRESENCE_VERIFY: z.enum(["local", "auth"]).default("local"),
   PRESENCE_MIN_WRITE_INTERVAL_S: _int(0, 86_400, 0),
   PRESENCE_TOKEN_ISSUER: z.url({ protocol: /^https?$/ }).optional(),
@@ -141,7 +155,8 @@ export function readEnv(get: EnvSource): FunctionEnv {
   const anonKey = value("SUPABASE_ANON_KEY");
   const serviceRoleKey = value("SUPABASE_SERVICE_ROLE_KEY") ??
     value("SUPABASE_SERVICE_KEY");
-  const dbUrl = value("SUPABASE_DB_URL");
+  const pooledUrl = value("PRESENCE_DB_URL");
+  const dbUrl = pooledUrl ?? value("SUPABASE_DB_URL");
   if (!supabaseUrl || !anonKey || !serviceRoleKey || !dbUrl) {
     throw new HttpError("missing_env", {
       extra: {
@@ -162,11 +177,20 @@ export function readEnv(get: EnvSource): FunctionEnv {
       ]),
     ),
   );
+  const invalid: Record<string, string> = {};
   if (!settings.success) {
-    const invalid: Record<string, string> = {};
     for (const issue of settings.error.issues) {
       invalid[String(issue.path[0])] ??= issue.message;
     }
+  }
+  try {
+    connectionOptions(dbUrl);
+  } catch (error) {
+    // The message names the part, never the string (it holds a password).
+    invalid[pooledUrl ? "PRESENCE_DB_URL" : "SUPABASE_DB_URL"] =
+      (error as Error).message;
+  }
+  if (!settings.success || Object.keys(invalid).length > 0) {
     throw new HttpError("invalid_env", { extra: { invalid } });
   }
   const s = settings.data;
@@ -177,6 +201,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
     dbUrl,
     adminEmails: parseAdminEmails(get("ADMIN_EMAILS")),
     dbPoolMax: s.DB_POOL_MAX,
+    dbStatementTimeoutMs: s.DB_STATEMENT_TIMEOUT_MS,
     presenceVerify: s.PRESENCE_VERIFY,
     presenceMinWriteIntervalS: s.PRESENCE_MIN_WRITE_INTERVAL_S,
     usernameMatchDomains: s.USERNAME_MATCH_DOMAINS,

@@ -6,6 +6,7 @@
  * @module
  */
 import { corsHeaders } from "./cors.ts";
+import { asDbTimeout } from "./db.ts";
 import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { errorText, logEvent } from "./log.ts";
@@ -55,7 +56,8 @@ export function createFunction(
       } else {
         response = await work(req, { env: readEnv(env), requestId });
       }
-    } catch (error) {
+    } catch (thrown) {
+      const error = _timeoutWins(thrown);
       response = errorResponse(error, requestId);
       if (!(error instanceof HttpError) || error.status >= 500) {
         const cause = error instanceof HttpError ? error.cause : error;
@@ -75,6 +77,18 @@ export function createFunction(
     });
     return response;
   };
+}
+
+// A statement that ran out of time answers 503 with Retry-After where the
+// answer would otherwise only say "the database failed": an unexpected
+// error, or presence-ping's presence_update_failed. auth-sync's sync_failed
+// and partial_failure keep their code: they report what was done and
+// undone at the provider.
+function _timeoutWins(error: unknown): unknown {
+  if (error instanceof HttpError && error.code !== "presence_update_failed") {
+    return error;
+  }
+  return asDbTimeout(error) ?? error;
 }
 
 /**

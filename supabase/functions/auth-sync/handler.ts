@@ -46,7 +46,7 @@ export async function authSync(
     _logRefused(error, ctx, null);
     throw error;
   }
-  const sql = database(ctx.env);
+  const sql = database(ctx.env, req.signal);
   const row = await withColumns(
     sql,
     (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),

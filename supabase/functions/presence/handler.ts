@@ -42,7 +42,7 @@ export async function presence(
   ctx: RequestContext,
 ): Promise<Response> {
   const identity = await authenticate(bearerToken(req), ctx.env);
-  const sql = database(ctx.env);
+  const sql = database(ctx.env, req.signal);
   const row = await withColumns(
     sql,
     (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
