@@ -138,7 +138,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     });
     cleanups.push(() => sql.end({ timeout: 5 }));
     // The CLI does not show the migrations' NOTICEs: say here which lookup
-    // indexes had to be plain because the data repeats values.
+    // indexes are plain because the table was adopted.
     for (const line of await _plainIndexes(sql)) log(line);
     const signingKey = options.signingKey ??
       (dataDir
@@ -218,7 +218,7 @@ async function _plainIndexes(sql: postgres.Sql): Promise<string[]> {
     order by 1
   `;
   return rows.map(({ name }) =>
-    `public.usuarios: "${name}" is a plain index, not a unique one, because rows repeat that value (docs/adoption.md)`
+    `public.usuarios: "${name}" is a plain index, not a unique one: an adopted table keeps accepting what it accepted (docs/adoption.md)`
   );
 }
 
