@@ -506,7 +506,8 @@ for (const shape of SHAPES) {
         if (error !== undo) throw error;
       });
       assert.equal(inserted, 2);
-      const left = await sql`select id from public.usuarios where id >= ${next}`;
+      const left =
+        await sql`select id from public.usuarios where id >= ${next}`;
       assert.equal(left.length, 0);
     },
   );

@@ -46,7 +46,9 @@ Deno.test("corsHeaders: allows every header functions.invoke sends with a region
   });
   assert.equal(error, null);
   assert.ok(sent.includes("x-region"));
-  for (const h of ["content-type", "authorization", "apikey", "x-client-info"]) {
+  for (
+    const h of ["content-type", "authorization", "apikey", "x-client-info"]
+  ) {
     assert.ok(sent.includes(h), h);
   }
   for (const header of sent) assert.ok(allowed.has(header), header);
