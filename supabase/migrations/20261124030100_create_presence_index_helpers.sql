@@ -118,6 +118,8 @@ $$;
 comment on function presence.settle_index(regclass, text, text, text, text) is
   'Migrations: after an unnamed CREATE INDEX CONCURRENTLY, drops invalid and redundant copies and names the index kept.';
 
-revoke all on function presence.run_ddl(text) from public;
+-- For the migrations' role alone: not the Data API's, not the functions'.
+revoke all on function presence.run_ddl(text)
+  from public, anon, authenticated, service_role;
 revoke all on function presence.settle_index(regclass, text, text, text, text)
-  from public;
+  from public, anon, authenticated, service_role;
