@@ -163,9 +163,10 @@ export interface QueryBounds {
  * `timeoutMs` (or when `signal` aborts) is cancelled on the server, so the
  * database stops the work instead of finishing it for nobody; its error
  * then answers 503 `db_timeout` (see {@linkcode asDbTimeout}). Each
- * transaction (`begin`) also starts with `SET LOCAL statement_timeout` and
- * `lock_timeout`, which the transaction pooler allows, so the server
- * enforces them even if the client's cancel request is lost.
+ * transaction (`begin`) instead starts with `SET LOCAL statement_timeout`
+ * and `lock_timeout` ({@linkcode LOCK_TIMEOUT_MS}), which the transaction
+ * pooler allows, and which the server enforces; a transaction may raise
+ * them for itself.
  *
  * The client's timer, not a server setting, bounds statements outside a
  * transaction: a session `SET` would leak to other clients of a pooled
@@ -174,7 +175,15 @@ export interface QueryBounds {
  * `db_test.ts`).
  */
 export function bounded(sql: Sql, bounds: QueryBounds): Sql {
-  const track = (query: unknown) => _bound(query, bounds);
+  return _tracked(sql, bounds, true);
+}
+
+// `timer`: whether the client's timer bounds each statement. Inside a
+// transaction the server does (SET LOCAL, which a caller may raise for its
+// own transaction, as auth-sync's leased writes do), and only an aborted
+// request cancels from here.
+function _tracked(sql: Sql, bounds: QueryBounds, timer: boolean): Sql {
+  const track = (query: unknown) => _bound(query, bounds, timer);
   return new Proxy(sql, {
     apply: (target, self, args) => track(Reflect.apply(target, self, args)),
     get(target, key, receiver) {
@@ -192,8 +201,9 @@ export function bounded(sql: Sql, bounds: QueryBounds): Sql {
               tx`select set_config('statement_timeout', ${timeout}, true),
                         set_config('lock_timeout', ${lock}, true)`,
               bounds,
+              timer,
             );
-            return work(bounded(tx, bounds));
+            return work(_tracked(tx, bounds, false));
           });
         };
       }
@@ -205,7 +215,7 @@ export function bounded(sql: Sql, bounds: QueryBounds): Sql {
 // Arms the timer and the abort listener when the query is first awaited
 // (postgres.js runs a query then, and a fragment is never awaited), and
 // disarms them when it settles.
-function _bound(query: unknown, bounds: QueryBounds): unknown {
+function _bound(query: unknown, bounds: QueryBounds, timer: boolean): unknown {
   const q = query as postgres.PendingQuery<postgres.Row[]> | undefined;
   if (typeof q?.cancel !== "function" || typeof q.then !== "function") {
     return query;
@@ -217,10 +227,10 @@ function _bound(query: unknown, bounds: QueryBounds): unknown {
       armed = true;
       const cancel = () => q.cancel();
       if (bounds.signal?.aborted) cancel();
-      const timer = setTimeout(cancel, bounds.timeoutMs);
+      const timeout = timer ? setTimeout(cancel, bounds.timeoutMs) : undefined;
       bounds.signal?.addEventListener("abort", cancel, { once: true });
       const disarm = () => {
-        clearTimeout(timer);
+        clearTimeout(timeout);
         bounds.signal?.removeEventListener("abort", cancel);
       };
       then.call(q, disarm, disarm);
