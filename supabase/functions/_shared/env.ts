@@ -81,13 +81,14 @@ export interface FunctionEnv {
 /**
  * Names of the optional settings a function reads besides the `SUPABASE_*`
  * variables the platform injects. The local gateway passes these through
- * from the caller's environment.
+ * from the caller's environment. `PRESENCE_DB_URL` is not among them: the
+ * local stack's functions always use the stack's own database, whatever a
+ * shell set up for a hosted project exports.
  */
 export const FUNCTION_SETTINGS = [
   "ADMIN_EMAILS",
   "DB_POOL_MAX",
   "DB_STATEMENT_TIMEOUT_MS",
-  "PRESENCE_DB_URL",
   "PRESENCE_VERIFY",
   "PRESENCE_MIN_WRITE_INTERVAL_S",
   "USERNAME_MATCH_DOMAINS",
