@@ -216,29 +216,51 @@ function _tracked(sql: Sql, bounds: QueryBounds, timer: boolean): Sql {
 // (postgres.js runs a query then, and a fragment is never awaited), and
 // disarms them when it settles.
 function _bound(query: unknown, bounds: QueryBounds, timer: boolean): unknown {
-  const q = query as postgres.PendingQuery<postgres.Row[]> | undefined;
+  const q = query as _Query | undefined;
   if (typeof q?.cancel !== "function" || typeof q.then !== "function") {
     return query;
   }
   const then = q.then;
-  let armed = false;
+  let outcome: Promise<postgres.RowList<postgres.Row[]>> | undefined;
   q.then = function (onFulfilled, onRejected) {
-    if (!armed) {
-      armed = true;
-      const cancel = () => q.cancel();
-      if (bounds.signal?.aborted) cancel();
-      const timeout = timer ? setTimeout(cancel, bounds.timeoutMs) : undefined;
-      bounds.signal?.addEventListener("abort", cancel, { once: true });
-      const disarm = () => {
-        clearTimeout(timeout);
-        bounds.signal?.removeEventListener("abort", cancel);
+    outcome ??= new Promise((resolve, reject) => {
+      let poll: ReturnType<typeof setInterval> | undefined;
+      const stop = () => {
+        // Sent to a connection: the server cancels it, and the query fails
+        // with 57014. Not sent yet: answer now, and cancel it once it is.
+        // postgres.js must not cancel a query before then: one cancelled
+        // while its connection is being opened leaves that connection
+        // wedged, out of the pool for good.
+        if (q.state) return void q.cancel();
+        reject(Object.assign(new Error("statement not started in time"), {
+          code: "57014",
+        }));
+        poll ??= setInterval(() => {
+          if (q.state) {
+            clearInterval(poll);
+            q.cancel();
+          }
+        }, 10);
       };
-      then.call(q, disarm, disarm);
-    }
-    return then.call(q, onFulfilled, onRejected);
+      if (bounds.signal?.aborted) stop();
+      const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
+      bounds.signal?.addEventListener("abort", stop, { once: true });
+      const settle = <T>(done: (value: T) => void) => (value: T) => {
+        clearTimeout(timeout);
+        clearInterval(poll);
+        bounds.signal?.removeEventListener("abort", stop);
+        done(value);
+      };
+      then.call(q, settle(resolve), settle(reject));
+    });
+    return outcome.then(onFulfilled, onRejected);
   } as typeof q.then;
   return q;
 }
+
+// postgres.js's query: `state` (the backend's key) is set once the query
+// is handed to a connection. Not in its types.
+type _Query = postgres.PendingQuery<postgres.Row[]> & { state?: unknown };
 
 /**
  * Closes this isolate's pools: the one for `url`, or all. For tests and the

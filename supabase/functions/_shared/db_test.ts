@@ -282,3 +282,54 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
     },
   );
 }
+
+Deno.test({
+  name:
+    "bounded: a statement out of time while its connection is still opening answers 57014, and the pool keeps serving",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const db = await createTestDatabase();
+    const target = new URL(db.url);
+    // A proxy that takes 400 ms to open each connection, as a far or busy
+    // pooler can.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const proxied = new URL(db.url);
+    proxied.port = String((listener.addr as Deno.NetAddr).port);
+    const links: Deno.Conn[] = [];
+    (async () => {
+      for await (const client of listener) {
+        await new Promise((r) => setTimeout(r, 400));
+        const server = await Deno.connect({
+          hostname: target.hostname,
+          port: Number(target.port),
+        });
+        links.push(client, server);
+        client.readable.pipeTo(server.writable).catch(() => {});
+        server.readable.pipeTo(client.writable).catch(() => {});
+      }
+    })().catch(() => {});
+    const raw = postgres(proxied.href, { max: 1, prepare: false });
+    try {
+      const sql = bounded(raw, { timeoutMs: 100 });
+      const early = await sql`select 1 as one`.then(() => null, (e) => e);
+      assert.equal(early?.code, "57014");
+      // postgres.js alone would leave that connection wedged, and every
+      // later query of the pool would wait for ever.
+      const later = bounded(raw, { timeoutMs: 5000 });
+      const [row] = await later`select 2 as two`;
+      assert.equal(row.two, 2);
+    } finally {
+      await raw.end({ timeout: 1 });
+      listener.close();
+      for (const link of links) {
+        try {
+          link.close();
+        } catch {
+          // already closed
+        }
+      }
+      await db.close();
+    }
+  },
+});
