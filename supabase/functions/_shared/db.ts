@@ -17,7 +17,7 @@ export type Sql = postgres.Sql;
  * How long any statement may wait for a lock, in milliseconds: set with
  * `SET LOCAL` in every transaction the functions open, and as the
  * `lock_timeout` attribute of `presence.record_ping` (migration
- * `20261124030000_set_presence_record_ping_timeouts.sql`), which the ping
+ * `20261124030000_set_presence_function_lock_timeout.sql`), which the ping
  * calls outside a transaction.
  */
 export const LOCK_TIMEOUT_MS = 1000;
@@ -69,10 +69,15 @@ export function database(
 
 /** What {@linkcode connectionOptions} takes from a connection string. */
 export interface ConnectionOptions {
+  /** Host name, or an IP address (IPv6 without its brackets). */
   readonly host: string;
+  /** Port; 5432 when the URL names none. */
   readonly port: number;
+  /** Database name, decoded; `postgres` when the URL names none. */
   readonly database: string;
+  /** User, decoded (`postgres.<ref>` on the pooler). */
   readonly username: string;
+  /** Password, decoded. Never logged. */
   readonly password: string;
   /** postgres.js's `ssl`: `false`, `"prefer"`, `"require"` or `"verify-full"`. */
   readonly ssl: false | "prefer" | "require" | "verify-full";
