@@ -177,7 +177,7 @@ export interface QueryBounds {
  * transaction: a session `SET` would leak to other clients of a pooled
  * connection, and a `SET statement_timeout` attribute of a function does
  * not arm the timer of the statement that calls it (tested in
- * `db_test.ts`).
+ * `tests/e2e/db_bounds_test.ts`).
  */
 export function bounded(sql: Sql, bounds: QueryBounds): Sql {
   return _tracked(sql, bounds, true);
