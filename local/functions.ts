@@ -27,6 +27,10 @@ export interface FunctionEnvInput {
   dbUrl: string;
   anonKey: string;
   serviceRoleKey: string;
+  /** `sb_publishable_…`, passed as `SUPABASE_PUBLISHABLE_KEYS` like the CLI does. */
+  publishableKey?: string;
+  /** `sb_secret_…`, passed as `SUPABASE_SECRET_KEYS` like the CLI does. */
+  secretKey?: string;
   /** Overrides applied last (tests). */
   overrides?: Record<string, string>;
 }
@@ -44,6 +48,20 @@ export function functionEnv(input: FunctionEnvInput): Map<string, string> {
     ["SUPABASE_ANON_KEY", input.anonKey],
     ["SUPABASE_SERVICE_ROLE_KEY", input.serviceRoleKey],
     ["SUPABASE_DB_URL", input.dbUrl],
+    // `supabase functions serve` passes the new keys as JSON objects of
+    // name to key, as hosted projects do.
+    ...(input.publishableKey
+      ? [[
+        "SUPABASE_PUBLISHABLE_KEYS",
+        JSON.stringify({ default: input.publishableKey }),
+      ] as [string, string]]
+      : []),
+    ...(input.secretKey
+      ? [[
+        "SUPABASE_SECRET_KEYS",
+        JSON.stringify({ default: input.secretKey }),
+      ] as [string, string]]
+      : []),
     ["ADMIN_EMAILS", LOCAL_ADMIN_EMAILS],
     ["USERNAME_MATCH_DOMAINS", LOCAL_USERNAME_MATCH_DOMAINS],
   ]);

@@ -16,18 +16,33 @@ import type { LocalFunction } from "./functions.ts";
 export interface GatewayOptions {
   /** The Auth stand-in, for paths under `/auth/v1`. */
   auth: (req: Request) => Promise<Response>;
-  /** Functions by name. */
-  functions: Record<string, LocalFunction>;
+  /**
+   * Functions by name: a fixed set (tests, benchmarks), or a lookup asked on
+   * every request (the stack's `FunctionHost`, which finds new
+   * functions as they appear).
+   */
+  functions:
+    | Record<string, LocalFunction>
+    | ((name: string) => LocalFunction | undefined);
   /** Whether a bearer token is a valid JWT of this project (for `verify_jwt`). */
   isValidJwt: (token: string) => Promise<boolean>;
   /**
    * The project's API keys (anon, service_role). When given, `/auth/v1/*`
-   * requires one of them as the `apikey` header or query parameter, as
-   * Supabase's hosted API gateway does ({@linkcode checkApiKey}).
+   * requires one of them, or one of `opaqueKeys`, as the `apikey` header or
+   * query parameter, as Supabase's hosted API gateway does ({@linkcode
+   * checkApiKey}).
    */
   apiKeys?: readonly string[];
+  /**
+   * The publishable and secret keys (`sb_publishable_…`, `sb_secret_…`),
+   * each with the legacy JWT it stands for on the way to Auth
+   * ({@linkcode authorizationFor}).
+   */
+  opaqueKeys?: Readonly<Record<string, string>>;
   /** The demo page, for paths under `/demo` (none when absent). */
   demo?: (req: Request) => Promise<Response>;
+  /** The local inbox, for paths under `/inbox` (none when absent). */
+  inbox?: (req: Request) => Promise<Response>;
 }
 
 // Auth paths the hosted gateway and `supabase start`'s Kong serve without a
@@ -79,7 +94,59 @@ export function checkApiKey(
 
 const _CORS = { "Access-Control-Allow-Origin": "*" };
 
-const _FUNCTION_PATH = /^\/(?:functions\/v1|api)\/([A-Za-z0-9_-]+)\/?$/;
+/**
+ * The `Authorization` header Auth receives, as the CLI's Kong sets it: a
+ * caller's own bearer token passes unless it is an `sb_` key (not a JWT:
+ * supabase-js sends its API key there when there is no session); otherwise
+ * an opaque `apikey` is replaced by the legacy JWT it stands for, so the
+ * secret key acts as `service_role` and the publishable key as `anon`.
+ * `null`: leave the header as it is.
+ *
+ * @example
+ * ```ts
+ * authorizationFor(null, LOCAL_SECRET_KEY, LOCAL_OPAQUE_KEYS);
+ * // `Bearer ${LOCAL_SERVICE_ROLE_KEY}`
+ * ```
+ */
+export function authorizationFor(
+  authorization: string | null,
+  apikey: string | null,
+  opaqueKeys: Readonly<Record<string, string>>,
+): string | null {
+  if (authorization !== null && !authorization.startsWith("Bearer sb_")) {
+    return null;
+  }
+  const stands = apikey !== null && Object.hasOwn(opaqueKeys, apikey)
+    ? opaqueKeys[apikey]
+    : null;
+  if (stands !== null) return `Bearer ${stands}`;
+  // An `sb_` bearer that stands for nothing known is no token: Auth sees
+  // the request as it would without one.
+  return authorization === null ? null : "";
+}
+
+function _withAuthorization(
+  req: Request,
+  opaqueKeys: Readonly<Record<string, string>>,
+): Request {
+  const url = new URL(req.url);
+  const apikey = req.headers.get("apikey") ?? url.searchParams.get("apikey");
+  const header = authorizationFor(
+    req.headers.get("authorization"),
+    apikey,
+    opaqueKeys,
+  );
+  if (header === null) return req;
+  const headers = new Headers(req.headers);
+  if (header === "") headers.delete("authorization");
+  else headers.set("authorization", header);
+  return new Request(req, { headers });
+}
+
+// `/functions/v1/<name>` and any path below it (a function may route on
+// it), and the spec's `/api/<name>`.
+const _FUNCTION_PATH =
+  /^\/(?:functions\/v1\/([A-Za-z0-9_-]+)(?:\/.*)?|api\/([A-Za-z0-9_-]+)\/?)$/;
 
 /**
  * Builds the gateway's request handler.
@@ -98,13 +165,24 @@ export function createGateway(
       return Response.json({ ok: true });
     }
     if (pathname === "/auth/v1" || pathname.startsWith("/auth/v1/")) {
-      const refused = options.apiKeys && checkApiKey(req, options.apiKeys);
-      return refused || await options.auth(req);
+      if (!options.apiKeys) return await options.auth(req);
+      const opaque = options.opaqueKeys ?? {};
+      const refused = checkApiKey(req, [
+        ...options.apiKeys,
+        ...Object.keys(opaque),
+      ]);
+      return refused || await options.auth(_withAuthorization(req, opaque));
     }
     if (
       options.demo && (pathname === "/demo" || pathname.startsWith("/demo/"))
     ) {
       return await options.demo(req);
+    }
+    if (
+      options.inbox &&
+      (pathname === "/inbox" || pathname.startsWith("/inbox/"))
+    ) {
+      return await options.inbox(req);
     }
     const match = _FUNCTION_PATH.exec(pathname);
     if (!match) {
@@ -112,7 +190,12 @@ export function createGateway(
         status: 404,
       });
     }
-    const fn = options.functions[match[1]];
+    const name = match[1] ?? match[2];
+    const fn = typeof options.functions === "function"
+      ? options.functions(name)
+      : Object.hasOwn(options.functions, name)
+      ? options.functions[name]
+      : undefined;
     if (!fn) {
       return Response.json({
         code: "NOT_FOUND",

@@ -7,14 +7,17 @@
  *
  * @module
  */
-import { SEED_IDENTITIES } from "./fixture.ts";
+import { ADMIN_STAMP } from "../supabase/functions/_shared/email_proof.ts";
+import { SEED_IDENTITIES, type SeedIdentity } from "./fixture.ts";
 
 /** The well-known local service_role key (`supabase start` prints it). */
 const _LOCAL_SERVICE_ROLE_KEY =
   "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzdXBhYmFzZS1kZW1vIiwicm9sZSI6InNlcnZpY2Vfcm9sZSIsImV4cCI6MTk4MzgxMjk5Nn0.EGIM96RAZx35lJzdJsyH-qQwv8Hdp7fcn3W2dIh_sh0";
 
 /**
- * Creates each seeded identity with its fixed id, confirmed.
+ * Creates each seeded identity with its fixed id, confirmed, and stamps the
+ * address of each `adminVerified` one (also on an identity seeded before
+ * the stamp existed, found by its fixed id).
  *
  * @example
  * ```ts
@@ -25,29 +28,60 @@ export async function seedIdentities(
   apiUrl: string,
   serviceRoleKey: string,
 ): Promise<void> {
+  const headers = {
+    "Content-Type": "application/json",
+    apikey: serviceRoleKey,
+    Authorization: `Bearer ${serviceRoleKey}`,
+  };
   for (const identity of SEED_IDENTITIES) {
     const res = await fetch(`${apiUrl}/auth/v1/admin/users`, {
       method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        apikey: serviceRoleKey,
-        Authorization: `Bearer ${serviceRoleKey}`,
-      },
+      headers,
       body: JSON.stringify({
         id: identity.id,
         email: identity.email,
         password: identity.password,
         email_confirm: true,
+        ...(identity.adminVerified ? { app_metadata: _stamp(identity) } : {}),
       }),
     });
     const body = await res.json();
     const code = body.error_code ?? body.code;
-    if (!res.ok && code !== "email_exists") {
-      throw new Error(
-        `Seeding identity "${identity.email}" failed with ${res.status} "${code}"`,
-      );
-    }
+    _check(identity, res.status, code, ["email_exists"]);
+    if (res.ok || !identity.adminVerified) continue;
+    // Seeded before administrator addresses needed the stamp: stamp the
+    // fixture's own account (its fixed id), never another with the address.
+    const stamped = await fetch(
+      `${apiUrl}/auth/v1/admin/users/${identity.id}`,
+      {
+        method: "PUT",
+        headers,
+        body: JSON.stringify({ app_metadata: _stamp(identity) }),
+      },
+    );
+    const answer = await stamped.json();
+    _check(identity, stamped.status, answer.error_code ?? answer.code, [
+      "user_not_found",
+    ]);
   }
+}
+
+function _stamp(identity: SeedIdentity): Record<string, string> {
+  return { [ADMIN_STAMP]: identity.email };
+}
+
+// Throws unless the answer is a success or one of the codes that leave
+// the fixture as it is.
+function _check(
+  identity: SeedIdentity,
+  status: number,
+  code: unknown,
+  tolerated: readonly string[],
+): void {
+  if (status < 300 || tolerated.includes(String(code))) return;
+  throw new Error(
+    `Seeding identity "${identity.email}" failed with ${status} "${code}"`,
+  );
 }
 
 if (import.meta.main) {

@@ -13,16 +13,23 @@ import {
   loadOrCreateSigningKey,
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
+  LOCAL_OPAQUE_KEYS,
+  LOCAL_PUBLISHABLE_KEY,
+  LOCAL_SECRET_KEY,
   LOCAL_SERVICE_ROLE_KEY,
   type SigningKey,
 } from "./auth/mod.ts";
 import { bootstrapDatabase } from "./db/bootstrap.ts";
 import { startPgliteServer } from "./db/pglite_server.ts";
 import { functionEnv, localFunctions } from "./functions.ts";
+import { FunctionHost } from "./function_host.ts";
 import { createDemo } from "./demo.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
+import { Inbox } from "./auth/mailer.ts";
+import { inboxPage } from "./inbox.ts";
 import { fixtureBelongs, PROJECT_DIR, pushMigrations } from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
+import { type DataLock, lockDataDir } from "./data_lock.ts";
 import { redactUrl, StartError } from "./start_error.ts";
 import { parse as parseToml } from "smol-toml";
 
@@ -41,6 +48,16 @@ export interface StackOptions {
   /** Extra function environment, applied last. */
   functionEnv?: Record<string, string>;
   /**
+   * How the functions run. `"workers"` (what `npm start` asks for): every
+   * function under `supabase/functions/` through its deployed `index.ts`,
+   * each in a Deno process of its own, reloaded when its files change, as
+   * `supabase functions serve` does ({@linkcode FunctionHost}).
+   * `"in-process"` (default): the three handlers imported into this
+   * process, which is what tests and benchmarks that hand the handlers
+   * their dependencies need, at no process cost per stack.
+   */
+  functions?: "workers" | "in-process";
+  /**
    * Whether sign-ups wait for email confirmation (default: config.toml
    * `[auth.email] enable_confirmations`, false as in `supabase start`).
    */
@@ -54,6 +71,12 @@ export interface StackOptions {
   seed?: boolean;
   /** Create the seeded identities when the fixture is written (default true). */
   seedIdentities?: boolean;
+  /**
+   * Delete PGlite's data in `dataDir` before starting: a fresh database,
+   * migrated and seeded again (`npm run reset`). Refused with
+   * `databaseUrl`, whose database the stack does not own.
+   */
+  reset?: boolean;
   /** ES256 key to sign access tokens with (default: from dataDir, or new). */
   signingKey?: SigningKey;
   /** Progress lines, e.g. `console.log`; silent by default. */
@@ -66,11 +89,17 @@ export interface Stack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
+  /** `sb_publishable_…`: stands for the anon key. */
+  readonly publishableKey: string;
+  /** `sb_secret_…`: stands for the service_role key. */
+  readonly secretKey: string;
   readonly jwtSecret: string;
   /** `"pglite"` or `"postgres"`. */
   readonly database: "pglite" | "postgres";
   /** Whether the local fixture was written (or kept) in this database. */
   readonly seeded: boolean;
+  /** The mails Auth sent (also at `/inbox/` on the API port). */
+  readonly inbox: Inbox;
   /** Stops the gateway, the pools and the database. */
   close(): Promise<void>;
 }
@@ -95,17 +124,39 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     ? DEFAULT_DATA_DIR
     : options.dataDir;
   const cleanups: (() => Promise<void>)[] = [];
+  let locked: DataLock | null = null;
   const close = async () => {
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
+    // A config.toml the stand-in cannot honour is refused before anything
+    // starts.
+    const config = authConfig();
     // Checked first, so a taken port fails before anything touches a
     // database; bound for real below.
     const apiPort = _freeOrFail(host, options.apiPort ?? 54321, "--port");
+    if (options.reset && options.databaseUrl) {
+      throw new StartError(
+        "--reset deletes the local PGlite data and does not touch a database given by --database-url",
+        "Drop and recreate that database yourself, or leave out --database-url",
+      );
+    }
+    if (dataDir) {
+      await Deno.mkdir(dataDir, { recursive: true });
+      const lock = await lockDataDir(dataDir);
+      cleanups.push(() => lock.release());
+      locked = lock;
+      if (options.reset) {
+        await Deno.remove(`${dataDir}/pglite`, { recursive: true })
+          .catch((error) => {
+            if (!(error instanceof Deno.errors.NotFound)) throw error;
+          });
+        log(`Deleted the local database in ${dataDir}/pglite`);
+      }
+    }
     let dbUrl = options.databaseUrl;
     let database: Stack["database"] = "postgres";
     if (!dbUrl) {
-      if (dataDir) await Deno.mkdir(dataDir, { recursive: true });
       const dbPort = options.dbPort ?? 54322;
       const server = await startPgliteServer({
         dataDir: dataDir ? `${dataDir}/pglite` : undefined,
@@ -137,6 +188,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       onnotice: () => {},
     });
     cleanups.push(() => sql.end({ timeout: 5 }));
+    const [{ version }] = await sql<{ version: string }[]>`
+      select current_setting('server_version') as version`;
+    log(`Database: PostgreSQL ${version} (${database})`);
     // The CLI does not show the migrations' NOTICEs: say here which lookup
     // indexes are plain because the table was adopted.
     for (const line of await _plainIndexes(sql)) log(line);
@@ -147,7 +201,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
     const apiUrl = `http://${host}:${apiPort}`;
 
-    const config = _authConfig();
+    const inbox = new Inbox((mail) =>
+      log(
+        `Mail "${mail.subject}" to ${mail.to}: open ${apiUrl}/inbox/${mail.id}`,
+      )
+    );
     const auth = createAuthApi({
       sql,
       jwtSecret: LOCAL_JWT_SECRET,
@@ -158,20 +216,39 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       issuer: `${apiUrl}/auth/v1`,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      inbox,
+      siteUrl: config.siteUrl,
+      additionalRedirectUrls: config.additionalRedirectUrls,
+      otpExpiry: config.otpExpiry,
+      signupEnabled: config.signupEnabled,
+      minPasswordLength: config.minPasswordLength,
+      log: (line) => log(`[auth] ${line}`),
     });
     const env = functionEnv({
       apiUrl,
       dbUrl,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      publishableKey: LOCAL_PUBLISHABLE_KEY,
+      secretKey: LOCAL_SECRET_KEY,
       overrides: options.functionEnv,
     });
+    let functions;
+    if (options.functions !== "workers") {
+      functions = localFunctions(env);
+    } else {
+      const host = new FunctionHost({ projectDir: PROJECT_DIR, env, log });
+      cleanups.push(() => host.close());
+      functions = (name: string) => host.lookup(name);
+    }
     const gateway = createGateway({
       auth,
-      functions: localFunctions(env),
+      functions,
       isValidJwt: localJwtCheck(signingKey),
       apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
+      opaqueKeys: LOCAL_OPAQUE_KEYS,
       demo: createDemo({ anonKey: LOCAL_ANON_KEY }),
+      inbox: inboxPage(inbox),
     });
     let server: Deno.HttpServer;
     try {
@@ -189,6 +266,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       await closeDatabases(dbUrl);
     });
     log(`Serving the API on ${apiUrl}`);
+    await locked?.record({ database, apiUrl, dbUrl });
 
     if (seeded && (options.seedIdentities ?? true)) {
       await seedIdentities(apiUrl, LOCAL_SERVICE_ROLE_KEY);
@@ -198,9 +276,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       dbUrl,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+      publishableKey: LOCAL_PUBLISHABLE_KEY,
+      secretKey: LOCAL_SECRET_KEY,
       jwtSecret: LOCAL_JWT_SECRET,
       database,
       seeded,
+      inbox,
       close,
     };
   } catch (error) {
@@ -271,18 +352,67 @@ async function _reach<T>(url: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
-// What the Auth stand-in takes from config.toml, as `supabase start` does.
-function _authConfig(): { jwtExpiry: number; emailConfirmations: boolean } {
-  const config = parseToml(
-    Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
-  ) as {
+/** What the Auth stand-in takes from config.toml, as `supabase start` does. */
+export interface AuthConfig {
+  jwtExpiry: number;
+  emailConfirmations: boolean;
+  siteUrl: string;
+  additionalRedirectUrls: string[];
+  otpExpiry: number;
+  signupEnabled: boolean;
+  minPasswordLength: number;
+}
+
+/**
+ * Reads `[auth]` of config.toml (`text`, default the project's file). A
+ * setting that changes what Auth does and that the stand-in cannot honour
+ * is a {@linkcode StartError} naming it, never silently ignored.
+ */
+export function authConfig(
+  text = Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
+): AuthConfig {
+  const config = parseToml(text) as {
     auth?: {
+      site_url?: string;
+      additional_redirect_urls?: string[];
       jwt_expiry?: number;
-      email?: { enable_confirmations?: boolean };
+      enable_signup?: boolean;
+      enable_anonymous_sign_ins?: boolean;
+      minimum_password_length?: number;
+      password_requirements?: string;
+      email?: {
+        enable_confirmations?: boolean;
+        otp_expiry?: number;
+        enable_signup?: boolean;
+      };
     };
   };
+  const auth = config.auth ?? {};
+  const refuse = (setting: string, what: string) => {
+    throw new StartError(
+      `supabase/config.toml sets ${setting}, which the local Auth stand-in does not support (${what})`,
+      "Remove the setting for local work, or use supabase start (Docker)",
+    );
+  };
+  if (auth.enable_anonymous_sign_ins === true) {
+    refuse("[auth] enable_anonymous_sign_ins = true", "anonymous sign-ins");
+  }
+  if (auth.password_requirements) {
+    refuse(
+      `[auth] password_requirements = "${auth.password_requirements}"`,
+      "only minimum_password_length is checked",
+    );
+  }
+  if (auth.email?.enable_signup === false) {
+    refuse("[auth.email] enable_signup = false", "email is its only provider");
+  }
   return {
-    jwtExpiry: config.auth?.jwt_expiry ?? 3600,
-    emailConfirmations: config.auth?.email?.enable_confirmations ?? false,
+    jwtExpiry: auth.jwt_expiry ?? 3600,
+    emailConfirmations: auth.email?.enable_confirmations ?? false,
+    siteUrl: auth.site_url ?? "http://127.0.0.1:3000",
+    additionalRedirectUrls: auth.additional_redirect_urls ?? [],
+    otpExpiry: auth.email?.otp_expiry ?? 3600,
+    signupEnabled: auth.enable_signup ?? true,
+    minPasswordLength: auth.minimum_password_length ?? 6,
   };
 }

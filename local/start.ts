@@ -2,13 +2,7 @@
  * `npm start` / `deno task start`: runs the Docker-free local stack until
  * Ctrl-C.
  *
- * Settings (flags, or environment variables):
- *   --port / LOCAL_API_PORT        API port (54321)
- *   --db-port / LOCAL_DB_PORT      PGlite port (54322)
- *   --data-dir / LOCAL_DATA_DIR    PGlite data and signing key (.local/data)
- *   --database-url / DATABASE_URL  use this PostgreSQL instead of PGlite
- *   --seed / LOCAL_SEED=1          write the local fixture even into an
- *                                  existing public.usuarios
+ * Settings: see {@linkcode USAGE} (`npm start -- --help`).
  *
  * Any failure prints one line, "npm start failed: <what>. <what to do>.",
  * and exits 1.
@@ -19,9 +13,47 @@ import { parseArgs } from "node:util";
 import { SEED_IDENTITIES } from "./fixture.ts";
 import { DEFAULT_DATA_DIR, type Stack, startStack } from "./stack.ts";
 import { StartError } from "./start_error.ts";
+import { statusText } from "./status.ts";
+
+/** What `npm start -- --help` prints. */
+export const USAGE = `Usage: npm start [-- <flags>]
+
+Runs the Docker-free local stack (Auth, functions, PGlite) until Ctrl-C.
+
+Flags (or environment variables):
+  --port <n>            LOCAL_API_PORT   API port (54321; 0 picks a free one)
+  --db-port <n>         LOCAL_DB_PORT    PGlite port (54322; 0 picks a free one)
+  --data-dir <path>     LOCAL_DATA_DIR   PGlite data and signing key (.local/data)
+  --database-url <url>  DATABASE_URL     use this PostgreSQL instead of PGlite
+                                         (prefer the variable: a flag shows in
+                                         your shell history)
+  --seed                LOCAL_SEED=1     write the local fixture even into an
+                                         existing public.usuarios
+  --reset                                delete the local PGlite database first
+                                         (npm run reset)
+  --help                                 this text
+
+Also: npm run status (URLs and keys of the running stack), npm test.
+Logs: this terminal, and <data dir>/logs/stack.log (.local/data/logs/stack.log).`;
 
 const _USAGE =
-  'Flags: --port <n>, --db-port <n>, --data-dir <path>, --database-url <url>, --seed (README, "Settings of the local stack")';
+  "Flags: --port <n>, --db-port <n>, --data-dir <path>, --database-url <url>, --seed, --reset (npm start -- --help)";
+
+if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
+  console.log(USAGE);
+  Deno.exit(0);
+}
+
+// Every line goes to the terminal and to one file in the data folder,
+// `<data dir>/logs/stack.log`, kept across restarts and resets (the
+// README's "Logs" section points here).
+let logFile: Deno.FsFile | null = null;
+const encoder = new TextEncoder();
+function log(line: string): void {
+  const text = line.trimEnd();
+  console.log(text);
+  logFile?.writeSync(encoder.encode(`${new Date().toISOString()} ${text}\n`));
+}
 
 let stack: Stack;
 try {
@@ -44,6 +76,7 @@ async function _start(): Promise<Stack> {
         "data-dir": { type: "string" },
         "database-url": { type: "string" },
         seed: { type: "boolean" },
+        reset: { type: "boolean" },
       },
     }));
   } catch (error) {
@@ -52,6 +85,13 @@ async function _start(): Promise<Stack> {
       _USAGE,
     );
   }
+  const dataDir = values["data-dir"] ?? Deno.env.get("LOCAL_DATA_DIR") ??
+    DEFAULT_DATA_DIR;
+  await Deno.mkdir(`${dataDir}/logs`, { recursive: true });
+  logFile = await Deno.open(`${dataDir}/logs/stack.log`, {
+    append: true,
+    create: true,
+  });
   return await startStack({
     apiPort: _port(
       "--port",
@@ -63,11 +103,12 @@ async function _start(): Promise<Stack> {
       values["db-port"] ?? Deno.env.get("LOCAL_DB_PORT"),
       54322,
     ),
-    dataDir: values["data-dir"] ?? Deno.env.get("LOCAL_DATA_DIR") ??
-      DEFAULT_DATA_DIR,
+    dataDir,
     databaseUrl: values["database-url"] ?? Deno.env.get("DATABASE_URL"),
     seed: values.seed || _flagEnv("LOCAL_SEED") ? true : undefined,
-    log: (line) => console.log(line.trimEnd()),
+    reset: values.reset,
+    functions: "workers",
+    log,
   });
 }
 
@@ -110,23 +151,8 @@ function _line(error: unknown): string {
   }. Run it again; if it keeps failing, report this line`;
 }
 
-// The same fields `supabase status` prints. These are the well-known local
-// development keys, not secrets of any deployed project.
 console.log(`
-Local stack is running (${stack.database}).
-
-         API URL: ${stack.apiUrl}
-   Functions URL: ${stack.apiUrl}/functions/v1
-       Demo page: ${stack.apiUrl}/demo/
-          DB URL: ${stack.dbUrl}
-      JWT secret: ${stack.jwtSecret}
-        anon key: ${stack.anonKey}
-service_role key: ${stack.serviceRoleKey}
-
-For a shell (the README's examples use these):
-  export API_URL=${stack.apiUrl}
-  export ANON_KEY=${stack.anonKey}
-  export SERVICE_ROLE_KEY=${stack.serviceRoleKey}
+${statusText(stack)}
 
 ${
   stack.seeded

@@ -22,7 +22,13 @@ const outcomes: Outcome[] = [];
 
 async function check(name: string, args: string[]): Promise<void> {
   console.log(`\n== ${name}`);
-  const { code } = await new Deno.Command(deno, { args, cwd: ROOT }).output();
+  // fmt, lint and check print only what is wrong: shown as it is.
+  const { code } = await new Deno.Command(deno, {
+    args,
+    cwd: ROOT,
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
   outcomes.push({
     name,
     passed: code === 0 ? 1 : 0,
@@ -38,7 +44,7 @@ async function suite(
   console.log(`\n== ${name}`);
   const report = `${REPORTS}/${name}.xml`;
   await Deno.remove(report).catch(() => {});
-  const { code } = await new Deno.Command(deno, {
+  const run = await new Deno.Command(deno, {
     args: [
       "test",
       "--allow-all",
@@ -47,8 +53,15 @@ async function suite(
       ...paths,
     ],
     cwd: ROOT,
-    env,
+    // Plain text: the causes are shown on the console and kept in a file.
+    env: { ...env, NO_COLOR: "1" },
   }).output();
+  const code = run.code;
+  // The runs' own output is long (function logs): it goes to a file, and
+  // the console shows each failure's name and cause.
+  const log = `${REPORTS}/${name}.log`;
+  await Deno.writeFile(log, run.stdout);
+  await Deno.writeFile(log, run.stderr, { append: true });
   let passed = 0, failed = 0;
   try {
     const xml = await Deno.readTextFile(report);
@@ -57,17 +70,66 @@ async function suite(
     failed = Number(/failures="(\d+)"/.exec(head)?.[1] ?? 0) +
       Number(/errors="(\d+)"/.exec(head)?.[1] ?? 0);
     passed = total - failed;
-    // The runs' own output is not shown (function logs are long): name what failed.
-    for (
-      const m of xml.matchAll(/<testcase name="([^"]*)"[^>]*>\s*<failure/g)
-    ) {
-      console.log(`FAILED (${name}): ${m[1]}`);
+    for (const f of failures(xml)) {
+      console.log(`FAILED (${name}): ${f.name}\n${indent(f.cause)}`);
     }
   } catch {
     // No report: the run crashed before reporting.
   }
+  // A module that throws outside a test (say, at load) is absent from the
+  // report: the runner's own ERRORS section names it.
+  for (const f of uncaught(new TextDecoder().decode(run.stdout))) {
+    failed++;
+    console.log(`FAILED (${name}): ${f.name}\n${indent(f.cause)}`);
+  }
+  if (code !== 0 && failed === 0) {
+    const text = new TextDecoder().decode(run.stderr) ||
+      new TextDecoder().decode(run.stdout);
+    console.log(
+      `FAILED (${name}): the run exited with code ${code}\n${
+        indent(text.split("\n").slice(-30).join("\n"))
+      }`,
+    );
+  }
+  if (code !== 0) console.log(`Full output of ${name}: ${log}`);
   if (code !== 0 && failed === 0) failed = 1;
   outcomes.push({ name, passed, failed });
+}
+
+/** Each failed test case of a JUnit report: its name and the failure text. */
+function failures(xml: string): { name: string; cause: string }[] {
+  const out = [];
+  for (
+    const m of xml.matchAll(
+      /<testcase name="([^"]*)"[^>]*>\s*<(?:failure|error)[^>]*>([\s\S]*?)<\/(?:failure|error)>/g,
+    )
+  ) {
+    out.push({ name: unescape(m[1]), cause: unescape(m[2]) });
+  }
+  return out;
+}
+
+/** The "(uncaught error)" blocks of `deno test`'s ERRORS section. */
+function uncaught(output: string): { name: string; cause: string }[] {
+  const section = /\n ERRORS \n([\s\S]*?)\n FAILURES \n/.exec(output)?.[1] ??
+    "";
+  return section.split(/\n\s*\n/).map((block) => block.trim().split("\n"))
+    .filter(([first]) => first?.endsWith("(uncaught error)"))
+    .map(([first, ...rest]) => ({ name: first, cause: rest.join("\n") }));
+}
+
+function unescape(text: string): string {
+  return text.replaceAll("&lt;", "<").replaceAll("&gt;", ">")
+    .replaceAll("&quot;", '"').replaceAll("&apos;", "'")
+    .replaceAll("&amp;", "&");
+}
+
+// The first lines of a cause, indented under its test's name.
+function indent(text: string, lines = 12): string {
+  const kept = text.trim().split("\n");
+  const shown = kept.slice(0, lines).map((l) => `    ${l}`);
+  if (kept.length > lines) shown.push("    ...");
+  return shown.join("\n");
 }
 
 await Deno.mkdir(REPORTS, { recursive: true });

@@ -9,7 +9,8 @@ import postgres from "postgres";
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import { bootstrapDatabase } from "../db/bootstrap.ts";
 import { createTestDatabase } from "../testing/database.ts";
-import { createAuthApi } from "./api.ts";
+import { type AuthApiOptions, createAuthApi } from "./api.ts";
+import { Inbox } from "./mailer.ts";
 import {
   generateSigningKey,
   LOCAL_ANON_KEY,
@@ -28,6 +29,10 @@ export interface Harness {
   sql: postgres.Sql;
   /** The key signing access tokens. */
   signingKey: SigningKey;
+  /** Where the stand-in's mails went. */
+  inbox: Inbox;
+  /** The stand-in's request log lines. */
+  logs: string[];
   /** Moves the server's clock by `ms`. */
   advance(ms: number): void;
   /** A supabase-js client with the anon key and no persistence. */
@@ -42,10 +47,17 @@ export interface Harness {
 
 /**
  * Starts a fresh stand-in on a fresh database; `mailerAutoconfirm: false`
- * makes sign-ups wait for confirmation.
+ * makes sign-ups wait for confirmation; other settings as config.toml's.
  */
 export async function startHarness(
-  options: { mailerAutoconfirm?: boolean } = {},
+  options: Pick<
+    AuthApiOptions,
+    | "mailerAutoconfirm"
+    | "signupEnabled"
+    | "minPasswordLength"
+    | "siteUrl"
+    | "additionalRedirectUrls"
+  > = {},
 ): Promise<Harness> {
   const db = await createTestDatabase();
   await bootstrapDatabase(db.url);
@@ -56,7 +68,17 @@ export async function startHarness(
   });
   const signingKey = await generateSigningKey();
   let offset = 0;
-  const handler = createAuthApi({
+  const inbox = new Inbox();
+  const logs: string[] = [];
+  // Bound first, so mail links can point at this server.
+  let handler: (req: Request) => Promise<Response> = () =>
+    Promise.resolve(new Response(null, { status: 503 }));
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", onListen() {} },
+    (req) => handler(req),
+  );
+  const baseUrl = `http://127.0.0.1:${server.addr.port}`;
+  handler = createAuthApi({
     sql,
     jwtSecret: LOCAL_JWT_SECRET,
     signingKey,
@@ -64,14 +86,12 @@ export async function startHarness(
     issuer: "http://127.0.0.1:54321/auth/v1",
     anonKey: LOCAL_ANON_KEY,
     serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
+    externalUrl: `${baseUrl}/auth/v1`,
     now: () => Date.now() + offset,
-    mailerAutoconfirm: options.mailerAutoconfirm,
+    inbox,
+    log: (line) => logs.push(line),
+    ...options,
   });
-  const server = Deno.serve(
-    { port: 0, hostname: "127.0.0.1", onListen() {} },
-    handler,
-  );
-  const baseUrl = `http://127.0.0.1:${server.addr.port}`;
   const clients: SupabaseClient[] = [];
   const client = (key: string) => {
     const c = createClient(baseUrl, key, {
@@ -85,6 +105,8 @@ export async function startHarness(
     authUrl: `${baseUrl}/auth/v1`,
     sql,
     signingKey,
+    inbox,
+    logs,
     advance(ms) {
       offset += ms;
     },

@@ -73,7 +73,7 @@ export async function handleAdmin(
     return methodNotAllowed();
   }
   const match = /^\/admin\/users\/([^/]+)$/.exec(path);
-  if (!match) return notFoundRoute();
+  if (!match) return notFoundRoute(req);
   if (!["GET", "PUT", "DELETE"].includes(req.method)) {
     return methodNotAllowed();
   }

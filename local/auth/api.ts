@@ -12,7 +12,7 @@
  */
 import { handleAdmin } from "./admin.ts";
 import type { AuthContext } from "./context.ts";
-import { DEFAULT_ROLE, EMAIL_MAX_FREQUENCY_MS } from "./context.ts";
+import { DEFAULT_ROLE } from "./context.ts";
 import {
   ApiError,
   badRequest,
@@ -23,6 +23,17 @@ import {
   unprocessable,
   WeakPasswordError,
 } from "./errors.ts";
+import {
+  otp,
+  recover,
+  redirectTarget,
+  refusePkce,
+  resend,
+  sendConfirmation,
+  sendEmailChange,
+  type SignUp,
+  verify,
+} from "./email.ts";
 import { authenticate, firstAud, requestAud } from "./guards.ts";
 import {
   clientIp,
@@ -36,10 +47,11 @@ import {
   userAgent,
 } from "./http.ts";
 import type { SigningKey } from "./keys.ts";
+import { Inbox } from "./mailer.ts";
 import {
   checkPasswordStrength,
   comparePassword,
-  generateRefreshToken,
+  DEFAULT_MIN_PASSWORD_LENGTH,
   hashPassword,
   validateEmail,
   validatePhone,
@@ -57,10 +69,8 @@ import {
   insertUser,
   iso,
   mergeMetadata,
-  msOf,
   setPassword,
   updateUser,
-  type UserUpdate,
 } from "./store.ts";
 import {
   isBanned,
@@ -81,6 +91,8 @@ export interface AuthApiOptions {
   jwtExpiry: number;
   /** `iss` claim, e.g. `http://127.0.0.1:54321/auth/v1`. */
   issuer: string;
+  /** Where mail links point (`API_EXTERNAL_URL`; default: `issuer`). */
+  externalUrl?: string;
   /**
    * The standard local anon key (HS256 over `jwtSecret`). Supabase Auth does
    * not check the `apikey` header itself (the gateway does), so the stand-in
@@ -96,6 +108,24 @@ export interface AuthApiOptions {
    * config.toml `[auth.email] enable_confirmations = false`).
    */
   mailerAutoconfirm?: boolean;
+  /** Where mails go (default: an inbox of its own, see `inbox`). */
+  inbox?: Inbox;
+  /** config.toml `[auth] site_url` (default `http://127.0.0.1:3000`). */
+  siteUrl?: string;
+  /** config.toml `[auth] additional_redirect_urls` (default none). */
+  additionalRedirectUrls?: readonly string[];
+  /** config.toml `[auth.email] otp_expiry` in seconds (default 3600). */
+  otpExpiry?: number;
+  /** config.toml `[auth] enable_signup` (default true). */
+  signupEnabled?: boolean;
+  /** config.toml `[auth] minimum_password_length` (default 6). */
+  minPasswordLength?: number;
+  /**
+   * Where each request's line goes (method, path, status, error code, and
+   * the event: sign-up, sign-in, failed sign-in, refresh, ...). Default:
+   * nowhere.
+   */
+  log?: (line: string) => void;
 }
 
 const _PREFIX = "/auth/v1";
@@ -127,12 +157,24 @@ export function createAuthApi(
     issuer: options.issuer,
     now: options.now ?? Date.now,
     mailerAutoconfirm: options.mailerAutoconfirm ?? true,
+    externalUrl: options.externalUrl ?? options.issuer,
+    inbox: options.inbox ?? new Inbox(),
+    siteUrl: options.siteUrl ?? "http://127.0.0.1:3000",
+    additionalRedirectUrls: options.additionalRedirectUrls ?? [],
+    otpExpiry: options.otpExpiry ?? 3600,
+    signupEnabled: options.signupEnabled ?? true,
+    minPasswordLength: options.minPasswordLength ??
+      DEFAULT_MIN_PASSWORD_LENGTH,
   };
+  const log = options.log ?? (() => {});
   return async (req: Request): Promise<Response> => {
     let res: Response;
+    let errorCode: string | undefined;
     try {
       res = await _route(ctx, req);
     } catch (err) {
+      if (err instanceof ApiError) errorCode = err.errorCode;
+      if (err instanceof WeakPasswordError) errorCode = "weak_password";
       if (!(err instanceof ApiError) && !(err instanceof WeakPasswordError)) {
         // Only the error's name and message: a stack or query could carry
         // tokens or passwords.
@@ -144,14 +186,62 @@ export function createAuthApi(
       }
       res = errorResponse(err, req);
     }
+    log(requestLine(req, res.status, errorCode));
     return _withCors(req, res);
   };
+}
+
+// What a request was, in the words of Supabase Auth's audit log.
+function _event(req: Request, status: number): string | undefined {
+  const url = new URL(req.url);
+  const path = url.pathname.replace(/^\/auth\/v1/, "").replace(/\/$/, "");
+  const ok = status < 400;
+  if (path === "/signup") {
+    return ok ? "user_signedup" : "user_signup_refused";
+  }
+  if (path === "/token") {
+    const grant = url.searchParams.get("grant_type");
+    if (grant === "password") return ok ? "login" : "login_failed";
+    if (grant === "refresh_token") {
+      return ok ? "token_refreshed" : "token_refresh_failed";
+    }
+  }
+  if (path === "/logout" && ok) return "logout";
+  if (path === "/recover") return "user_recovery_requested";
+  if (path === "/otp" || path === "/magiclink") return "magiclink_requested";
+  if (path === "/resend") return "user_confirmation_requested";
+  if (path === "/verify") return ok ? "verified" : "verify_failed";
+  if (path === "/user" && req.method === "PUT" && ok) return "user_modified";
+  return undefined;
+}
+
+/**
+ * One JSON log line for an Auth request, as Supabase Auth's "request
+ * completed" lines: method, path, status, `error_code` and the event. No
+ * token, password or email: only the route and its outcome.
+ */
+export function requestLine(
+  req: Request,
+  status: number,
+  errorCode?: string,
+): string {
+  const url = new URL(req.url);
+  return JSON.stringify({
+    component: "auth",
+    msg: "request completed",
+    method: req.method,
+    path: url.pathname,
+    grant_type: url.searchParams.get("grant_type") ?? undefined,
+    status,
+    error_code: errorCode,
+    event: _event(req, status),
+  });
 }
 
 async function _route(ctx: AuthContext, req: Request): Promise<Response> {
   const url = new URL(req.url);
   if (url.pathname !== _PREFIX && !url.pathname.startsWith(`${_PREFIX}/`)) {
-    return notFoundRoute();
+    return notFoundRoute(req);
   }
   let path = url.pathname.slice(_PREFIX.length) || "/";
   if (path.length > 1 && path.endsWith("/")) path = path.slice(0, -1);
@@ -169,9 +259,17 @@ async function _route(ctx: AuthContext, req: Request): Promise<Response> {
     "/token": { POST: () => _token(ctx, req, url) },
     "/logout": { POST: () => _logout(ctx, req, url) },
     "/user": { GET: () => _getUser(ctx, req), PUT: () => _putUser(ctx, req) },
+    "/recover": { POST: () => recover(ctx, req) },
+    "/otp": { POST: () => otp(ctx, req, signUp, "/otp") },
+    "/magiclink": { POST: () => otp(ctx, req, signUp, "/magiclink") },
+    "/resend": { POST: () => resend(ctx, req) },
+    "/verify": { GET: () => verify(ctx, req), POST: () => verify(ctx, req) },
+    "/authorize": { GET: () => Promise.reject(_noOAuth()) },
   };
+  const signUp: SignUp = (req, email, password, data) =>
+    _createAccount(ctx, req, email, password, data);
   const route = routes[path];
-  if (!route) return notFoundRoute();
+  if (!route) return notFoundRoute(req);
   const handler = route[method];
   if (!handler) return methodNotAllowed();
   return await handler();
@@ -200,6 +298,15 @@ function _withCors(req: Request, res: Response): Response {
     );
   }
   return new Response(res.body, { status: res.status, headers });
+}
+
+// ExternalProviderRedirect with no provider enabled, which is all the
+// local stack can offer.
+function _noOAuth(): ApiError {
+  return badRequest(
+    "validation_failed",
+    "Unsupported provider: provider is not enabled (the local Auth stand-in has no OAuth providers)",
+  );
 }
 
 function _health(): Response {
@@ -244,7 +351,7 @@ function _settings(ctx: AuthContext): Response {
   ) external[p] = p === "email";
   return jsonResponse(200, {
     external,
-    disable_signup: false,
+    disable_signup: !ctx.signupEnabled,
     mailer_autoconfirm: ctx.mailerAutoconfirm,
     phone_autoconfirm: false,
     sms_provider: "twilio",
@@ -279,6 +386,13 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
   stringField(body, "code_challenge", s);
   stringField(body, "code_challenge_method", s);
 
+  refusePkce(body);
+  if (!ctx.signupEnabled) {
+    throw unprocessable(
+      "signup_disabled",
+      "Signups not allowed for this instance",
+    );
+  }
   if (email === "" && phone === "") {
     throw unprocessable(
       "anonymous_provider_disabled",
@@ -288,7 +402,7 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
   if (password === "") {
     throw badRequest("validation_failed", "Signup requires a valid password");
   }
-  checkPasswordStrength(password);
+  checkPasswordStrength(password, ctx.minPasswordLength);
   if (email !== "" && phone !== "") {
     throw badRequest(
       "validation_failed",
@@ -298,8 +412,24 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
   if (email === "") {
     throw badRequest("phone_provider_disabled", "Phone signups are disabled");
   }
+  return await _createAccount(ctx, req, validateEmail(email), password, data);
+}
+
+// The sign-up itself, also what a magic link for an unknown address does.
+async function _createAccount(
+  ctx: AuthContext,
+  req: Request,
+  address: string,
+  password: string,
+  data: Record<string, unknown>,
+): Promise<Response> {
+  if (!ctx.signupEnabled) {
+    throw unprocessable(
+      "signup_disabled",
+      "Signups not allowed for this instance",
+    );
+  }
   const aud = requestAud(req, null);
-  const address = validateEmail(email);
   const existing = await findDuplicateEmailUser(ctx.sql, address, aud);
   if (existing?.email_confirmed_at) {
     // With autoconfirm on Supabase Auth admits the account exists; without,
@@ -375,12 +505,14 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
       }, now);
     }
     if (!ctx.mailerAutoconfirm) {
-      // sendConfirmation: the account waits for its link; the caller gets
-      // the user and no session (signup.go). No mail leaves the stand-in.
-      await updateUser(tx, userId, {
-        confirmation_token: crypto.randomUUID().replaceAll("-", ""),
-        confirmation_sent_at: iso(now),
-      }, now);
+      // sendConfirmation: the account waits for its link, mailed to the
+      // local inbox; the caller gets the user and no session (signup.go).
+      await sendConfirmation(
+        ctx,
+        tx,
+        (await findUserById(tx, userId))!,
+        redirectTarget(ctx, req),
+      );
       return null;
     }
     await updateUser(tx, userId, {
@@ -492,7 +624,7 @@ async function _passwordGrant(
   let weak: WeakPasswordError | undefined;
   if (valid) {
     try {
-      checkPasswordStrength(password);
+      checkPasswordStrength(password, ctx.minPasswordLength);
     } catch (err) {
       if (err instanceof WeakPasswordError) weak = err;
     }
@@ -567,7 +699,9 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
     // no SMS provider.
     throw internal("Unable to get SMS provider");
   }
-  if (password !== null) checkPasswordStrength(password);
+  if (password !== null) {
+    checkPasswordStrength(password, ctx.minPasswordLength);
+  }
   if (appData !== null) {
     // isAdmin() needs role "admin" in the default audience; API users never
     // have it.
@@ -599,20 +733,6 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
       hash = null;
     }
   }
-  if (changingEmail && user.email_change_sent_at) {
-    const wait = msOf(user.email_change_sent_at) + EMAIL_MAX_FREQUENCY_MS -
-      ctx.now();
-    if (wait > 0) {
-      throw new ApiError(
-        429,
-        "over_email_send_rate_limit",
-        `For security purposes, you can only request this after ${
-          Math.trunc(wait / 1000)
-        } seconds.`,
-      );
-    }
-  }
-
   await ctx.sql.begin(async (tx) => {
     const now = ctx.now();
     if (hash !== undefined) {
@@ -630,30 +750,12 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
     }
     if (changingEmail) {
       // Supabase Auth never switches a confirmed user's email at once: it
-      // records the pending change and mails a confirmation link (to both
-      // addresses with double_confirm_changes), which the local stack's
-      // mailbox would receive. The new address shows up as `new_email`.
-      const set: UserUpdate = {
-        email_change: email,
-        email_change_token_new: await _tokenHash(email),
-        email_change_confirm_status: 0,
-        email_change_sent_at: iso(now),
-      };
-      if (user.email) {
-        set.email_change_token_current = await _tokenHash(user.email);
-      }
-      await updateUser(tx, user.id, set, now);
+      // records the pending change and mails a confirmation link to the
+      // new address and to the current one (`double_confirm_changes`),
+      // both caught by the local inbox. The new address shows up as
+      // `new_email` until a link is followed.
+      await sendEmailChange(ctx, tx, user, email, redirectTarget(ctx, req));
     }
   });
   return jsonResponse(200, userJson((await findUserById(ctx.sql, user.id))!));
-}
-
-// Stands in for the hashed OTP Supabase Auth stores for the email link.
-async function _tokenHash(email: string): Promise<string> {
-  const digest = await crypto.subtle.digest(
-    "SHA-256",
-    new TextEncoder().encode(email + generateRefreshToken()),
-  );
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0"))
-    .join("");
 }

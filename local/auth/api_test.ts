@@ -800,7 +800,12 @@ Deno.test("auth api: jwks.json publishes the ES256 verification key; health and 
 
     const missing = await h.fetch("/nope");
     assert.equal(missing.status, 404);
-    assert.equal(await missing.text(), "404 page not found\n");
+    assert.deepEqual(await json(missing), {
+      code: 404,
+      error_code: "not_found",
+      msg:
+        "GET /auth/v1/nope is not supported by the local Auth stand-in (docs/local.md lists what it serves)",
+    });
     const wrongMethod = await h.fetch("/signup");
     assert.equal(wrongMethod.status, 405);
     await wrongMethod.body?.cancel();

@@ -8,6 +8,7 @@
  */
 import type postgres from "postgres";
 import type { SigningKey } from "./keys.ts";
+import type { Inbox } from "./mailer.ts";
 
 /** Everything a handler needs. */
 export interface AuthContext {
@@ -31,6 +32,20 @@ export interface AuthContext {
    * sign-up waits for its confirmation and gets no session.
    */
   mailerAutoconfirm: boolean;
+  /** Base of mail links, `…/auth/v1` (`API_EXTERNAL_URL`). */
+  externalUrl: string;
+  /** Where mails go (the local inbox). */
+  inbox: Inbox;
+  /** config.toml `[auth] site_url`: where links return by default. */
+  siteUrl: string;
+  /** config.toml `[auth] additional_redirect_urls`. */
+  additionalRedirectUrls: readonly string[];
+  /** config.toml `[auth.email] otp_expiry`, in seconds. */
+  otpExpiry: number;
+  /** config.toml `[auth] enable_signup`. */
+  signupEnabled: boolean;
+  /** config.toml `[auth] minimum_password_length`. */
+  minPasswordLength: number;
 }
 
 /** Default audience (GOTRUE_JWT_AUD). */

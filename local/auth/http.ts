@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { ApiError, badRequest } from "./errors.ts";
+import { ApiError, badRequest, errorResponse, notFound } from "./errors.ts";
 
 /** A decoded JSON body; `null` or absent body decodes to `{}` as in Go. */
 export type Body = Record<string, unknown>;
@@ -211,12 +211,19 @@ export function canonicalUuid(s: string): string {
   }-${hex.slice(20)}`;
 }
 
-/** chi's 404 for an unknown route. */
-export function notFoundRoute(): Response {
-  return new Response("404 page not found\n", {
-    status: 404,
-    headers: { "Content-Type": "text/plain; charset=utf-8" },
-  });
+/** The answer for a route the stand-in does not serve: 404 `not_found`, JSON. */
+export function notFoundRoute(req: Request): Response {
+  const { pathname } = new URL(req.url);
+  // Supabase Auth's router answers plain text here, which supabase-js
+  // cannot parse ("AuthUnknownError"); the stand-in answers in Auth's JSON
+  // error shape and says that the route may well exist on a hosted project.
+  return errorResponse(
+    notFound(
+      "not_found",
+      `${req.method} ${pathname} is not supported by the local Auth stand-in (docs/local.md lists what it serves)`,
+    ),
+    req,
+  );
 }
 
 /** chi's 405 for a known route with another method. */

@@ -1,7 +1,8 @@
 /**
  * Keys of the local stack: the well-known HS256 secret with the anon and
- * service_role keys `supabase start` prints, and the ES256 key the stand-in
- * signs access tokens with (Supabase Auth's asymmetric signing keys).
+ * service_role keys `supabase start` prints, the publishable and secret API
+ * keys it prints beside them, and the ES256 key the stand-in signs access
+ * tokens with (Supabase Auth's asymmetric signing keys).
  *
  * @module
  */
@@ -35,6 +36,31 @@ export const LOCAL_ANON_KEY =
  */
 export const LOCAL_SERVICE_ROLE_KEY =
   "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzdXBhYmFzZS1kZW1vIiwicm9sZSI6InNlcnZpY2Vfcm9sZSIsImV4cCI6MTk4MzgxMjk5Nn0.EGIM96RAZx35lJzdJsyH-qQwv8Hdp7fsn3W0YpN81IU";
+
+/**
+ * The publishable key `supabase start` prints (the CLI's fixed local
+ * default). Not a JWT: the gateway stands it in for {@linkcode
+ * LOCAL_ANON_KEY} on the way to Auth, as the CLI's Kong does.
+ */
+export const LOCAL_PUBLISHABLE_KEY =
+  "sb_publishable_ACJWlzQHlZjBrEguHvfOxg_3BJgxAaH";
+
+/**
+ * The secret key `supabase start` prints (the CLI's fixed local default).
+ * Not a JWT: the gateway stands it in for {@linkcode LOCAL_SERVICE_ROLE_KEY}
+ * on the way to Auth, as the CLI's Kong does.
+ */
+export const LOCAL_SECRET_KEY = "sb_secret_N7UND0UgjKTVK-Uodkm0Hg_xSvEMPvz";
+
+/**
+ * The opaque API keys of the local stack, each with the legacy JWT it stands
+ * for downstream: the secret key acts as `service_role`, the publishable key
+ * as `anon`.
+ */
+export const LOCAL_OPAQUE_KEYS: Readonly<Record<string, string>> = {
+  [LOCAL_PUBLISHABLE_KEY]: LOCAL_ANON_KEY,
+  [LOCAL_SECRET_KEY]: LOCAL_SERVICE_ROLE_KEY,
+};
 
 /**
  * Generates a fresh ES256 signing key with a random UUID as `kid`.

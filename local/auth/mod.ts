@@ -32,6 +32,9 @@ export {
   loadOrCreateSigningKey,
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
+  LOCAL_OPAQUE_KEYS,
+  LOCAL_PUBLISHABLE_KEY,
+  LOCAL_SECRET_KEY,
   LOCAL_SERVICE_ROLE_KEY,
   type SigningKey,
 } from "./keys.ts";

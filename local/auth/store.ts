@@ -44,6 +44,14 @@ export interface UserRow {
   phone_confirmed_at: string | null;
   confirmation_sent_at: string | null;
   confirmed_at: string | null;
+  /** Hash of the emailed sign-up code (`""` once used). */
+  confirmation_token?: string | null;
+  /** Hash of the emailed recovery or magic-link code (`""` once used). */
+  recovery_token?: string | null;
+  email_change_token_new?: string | null;
+  email_change_token_current?: string | null;
+  /** 1 once one of the two email-change links was followed. */
+  email_change_confirm_status?: number | null;
   recovery_sent_at: string | null;
   email_change: string | null;
   email_change_sent_at: string | null;
@@ -213,6 +221,35 @@ export async function findDuplicateEmailUser(
   }
   const user = await findUserByEmail(db, email, aud);
   return user && user.id !== exceptUserId ? user : null;
+}
+
+/** The users columns that hold an emailed one-time token's hash. */
+export type TokenColumn =
+  | "confirmation_token"
+  | "recovery_token"
+  | "email_change_token_new"
+  | "email_change_token_current";
+
+/**
+ * Finds the user holding a one-time token hash in any of `columns`, as
+ * `FindUserByConfirmationToken` and its siblings do. An empty hash never
+ * matches (empty is how a used token is cleared).
+ */
+export async function findUserByTokenHash(
+  db: Db,
+  hash: string,
+  columns: readonly TokenColumn[],
+): Promise<UserRow | null> {
+  if (hash === "") return null;
+  for (const column of columns) {
+    const rows = await db.unsafe(
+      `select to_jsonb(u) as j from auth.users u
+       where u.${column} = $1::varchar and u.is_sso_user = false limit 1`,
+      [hash],
+    );
+    if (rows.length) return await _withIdentities(db, rows[0].j);
+  }
+  return null;
 }
 
 /** Whether another user in `aud` has `phone` (`IsDuplicatedPhone`). */

@@ -19,6 +19,7 @@ import {
   findUserById,
   insertRefreshToken,
   insertSession,
+  iso,
   msOf,
   revokeRefreshToken,
   revokeSessionRefreshTokens,
@@ -55,12 +56,22 @@ export async function generateAccessToken(
   ctx: AuthContext,
   user: UserRow,
   session: SessionRow,
+  db: Db = ctx.sql,
 ): Promise<{ token: string; expiresAt: number }> {
   const iat = Math.floor(ctx.now() / 1000);
   const exp = iat + ctx.jwtExpiry;
-  // Every session of the stand-in starts with a password sign-in, whose AMR
-  // claim Supabase Auth stamps with the session's creation time.
+  // The session's AMR claims (password, or otp for a mailed link or code),
+  // each stamped with its time; a session older than the table's first
+  // use began with a password sign-in at its creation.
+  const claimed = await db<{ method: string; at: number }[]>`
+    select authentication_method as method,
+      floor(extract(epoch from updated_at))::float8 as at
+    from auth.mfa_amr_claims where session_id = ${session.id}::uuid
+    order by updated_at`;
   const createdAt = session.created_at ? msOf(session.created_at) : ctx.now();
+  const amr = claimed.length
+    ? claimed.map((c) => ({ method: c.method, timestamp: Number(c.at) }))
+    : [{ method: "password", timestamp: Math.floor(createdAt / 1000) }];
   const claims: AccessTokenClaims = {
     iss: ctx.issuer,
     sub: user.id,
@@ -79,7 +90,7 @@ export async function generateAccessToken(
     >,
     role: user.role ?? "",
     aal: session.aal ?? "aal1",
-    amr: [{ method: "password", timestamp: Math.floor(createdAt / 1000) }],
+    amr,
     session_id: session.id,
     is_anonymous: user.is_anonymous ?? false,
   };
@@ -102,6 +113,7 @@ export async function issueSession(
   userId: string,
   client: { userAgent: string | null; ip: string | null },
   weakPassword?: WeakPasswordError,
+  method: "password" | "otp" = "password",
 ): Promise<IssuedTokens> {
   const now = ctx.now();
   const sessionId = await insertSession(tx, {
@@ -110,6 +122,11 @@ export async function issueSession(
     ip: client.ip,
     now,
   });
+  await tx`
+    insert into auth.mfa_amr_claims
+      (id, session_id, authentication_method, created_at, updated_at)
+    values (gen_random_uuid(), ${sessionId}::uuid, ${method}::text,
+      ${iso(now)}::timestamptz, ${iso(now)}::timestamptz)`;
   const refresh = await insertRefreshToken(tx, {
     userId,
     sessionId,
@@ -124,7 +141,12 @@ export async function issueSession(
   );
   const user = (await findUserById(tx, userId))!;
   const session = (await findSession(tx, sessionId))!;
-  const { token, expiresAt } = await generateAccessToken(ctx, user, session);
+  const { token, expiresAt } = await generateAccessToken(
+    ctx,
+    user,
+    session,
+    tx,
+  );
   const body = _tokenBody(ctx, token, expiresAt, refresh.token, user);
   if (weakPassword) {
     body.weak_password = {
@@ -249,6 +271,7 @@ export async function refreshTokenGrant(
         ctx,
         user,
         locked,
+        tx,
       );
       await touchSession(tx, locked.id, { ...client, now });
       return {

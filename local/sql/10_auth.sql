@@ -136,6 +136,27 @@ begin
 end
 $$;
 
+-- How each session was authenticated (the access token's `amr` claim):
+-- Supabase Auth's own table, one row per session and method.
+do $$
+begin
+  if to_regclass('auth.mfa_amr_claims') is null then
+    create table auth.mfa_amr_claims (
+      session_id uuid not null,
+      created_at timestamptz not null,
+      updated_at timestamptz not null,
+      authentication_method text not null,
+      id uuid not null,
+      constraint amr_id_pk primary key (id),
+      constraint mfa_amr_claims_session_id_authentication_method_pkey
+        unique (session_id, authentication_method),
+      constraint mfa_amr_claims_session_id_fkey foreign key (session_id)
+        references auth.sessions (id) on delete cascade
+    );
+  end if;
+end
+$$;
+
 do $$
 begin
   if to_regclass('auth.refresh_tokens') is null then

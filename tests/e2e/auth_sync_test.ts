@@ -13,9 +13,11 @@
  */
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { createClient } from "@supabase/supabase-js";
 import {
   adminWriteProxy,
   authServerError,
+  commitAnswerDroppingProxy,
   delayUnlessAborted,
   droppedConnection,
 } from "../support/faults.ts";
@@ -108,6 +110,42 @@ async function auditRows(targetId: number) {
     select actor_auth_user_id::text, actor_email, action, target_id, fields,
            outcome, detail
     from public.auth_sync_audit where target_id = ${targetId} order by id`;
+}
+
+/**
+ * Serves the functions with `env` changed (e.g. `SUPABASE_URL` of a fault
+ * proxy), runs `test` against them, and closes them and `proxies` however
+ * the test ends.
+ */
+async function withServed(
+  env: Record<string, string>,
+  proxies: { close(): Promise<void> }[],
+  test: (apiUrl: string) => Promise<void>,
+): Promise<void> {
+  const served = await stack.withFunctionEnv(env);
+  try {
+    await test(served.apiUrl);
+  } finally {
+    await served.close();
+    for (const proxy of proxies) await proxy.close();
+  }
+}
+
+/**
+ * Auth and usuarios agree: the row's `correo` and its account's email are
+ * both `email`; and the row's audit says `audit` (outcome, detail, fields).
+ */
+async function assertConverged(
+  u: { id: string; rowId: number | null },
+  email: string,
+  audit: [string, string | null, string[]][],
+): Promise<void> {
+  assert.equal((await row(u.rowId!)).correo, email);
+  assert.equal(await providerEmail(u.id), email);
+  assert.deepEqual(
+    (await auditRows(u.rowId!)).map((a) => [a.outcome, a.detail, a.fields]),
+    audit,
+  );
 }
 
 /** {@linkcode adminWriteProxy} in front of this file's stack. */
@@ -416,6 +454,37 @@ e2eTest(
       message: "No se encontró el usuario en la tabla usuarios",
       code: "user_not_found",
     });
+  },
+);
+
+e2eTest(
+  "auth-sync: where Auth confirms by mail, an ADMIN_EMAILS account confirmed after its creation is an administrator",
+  async () => {
+    const [account] = await stack.sql`
+      select id::text from auth.users where email = ${PENDING_EMAIL}`;
+    assert.ok(account, "the previous test created the pending account");
+    // Confirmed after its creation, as a mail link would confirm it (the
+    // stand-in sends no mail; the admin API confirms in its place), and
+    // never stamped by an operator: the mail round trip is the proof.
+    const password = `Pw-${crypto.randomUUID()}`;
+    const confirmed = await stack.admin().auth.admin.updateUserById(
+      account.id,
+      { email_confirm: true, password },
+    );
+    assert.equal(confirmed.error, null);
+    const client = stack.anon();
+    const signIn = await client.auth.signInWithPassword({
+      email: PENDING_EMAIL,
+      password,
+    });
+    assert.equal(signIn.error, null);
+    const res = await invoke(client, "auth-sync", {
+      body: { action: "sync", ids: [admin.rowId], dry_run: true },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(res.body.results, [
+      { id: admin.rowId, status: "in_sync", auth_user_id: admin.id },
+    ]);
   },
 );
 
@@ -788,21 +857,13 @@ e2eTest(
         Response.json({ code: 503, msg: "unavailable" }, { status: 503 }),
       )
     );
-    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-    try {
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       const before = await row(u.rowId!);
-      const res = await call(served.apiUrl, "auth-sync", {
-        headers: {
-          Authorization: `Bearer ${admin.token}`,
-          "Content-Type": "application/json",
-        },
-        body: JSON.stringify({
-          action: "update",
-          id: u.rowId,
-          email: uniqueEmail("down"),
-          nombre_usuario: "down",
-        }),
+      const res = await updateVia(apiUrl, {
+        id: u.rowId,
+        email: uniqueEmail("down"),
+        nombre_usuario: "down",
       });
       assert.equal(res.status, 503);
       assert.deepEqual(res.body, {
@@ -816,10 +877,7 @@ e2eTest(
       assert.deepEqual(audit.map((a) => [a.outcome, a.detail]), [
         ["failed", "idp_unavailable"],
       ]);
-    } finally {
-      await served.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
@@ -828,11 +886,10 @@ for (const loss of LOSSES) {
     `auth-sync: a provider that changes the email and then ${loss} has it set back: 503, row and account keep the old email`,
     async () => {
       const proxy = losingFirstWrite(loss);
-      const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-      try {
+      await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
         const u = await linkedUser("lost-email");
         const before = await row(u.rowId!);
-        const res = await updateVia(served.apiUrl, {
+        const res = await updateVia(apiUrl, {
           id: u.rowId,
           email: uniqueEmail("never"),
         });
@@ -849,10 +906,7 @@ for (const loss of LOSSES) {
         assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
           ["failed", "idp_unavailable_undone", ["email"]],
         ]);
-      } finally {
-        await served.close();
-        await proxy.close();
-      }
+      });
     },
   );
 
@@ -860,12 +914,11 @@ for (const loss of LOSSES) {
     `auth-sync: a provider that changes the password and then ${loss} gives 500 partial_failure, audited`,
     async () => {
       const proxy = losingFirstWrite(loss);
-      const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-      try {
+      await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
         const u = await linkedUser("lost-password");
         const before = await row(u.rowId!);
         const password = pw("lost");
-        const res = await updateVia(served.apiUrl, { id: u.rowId, password });
+        const res = await updateVia(apiUrl, { id: u.rowId, password });
         assert.equal(res.status, 500);
         assert.equal(
           res.body.message,
@@ -884,10 +937,7 @@ for (const loss of LOSSES) {
         assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
           ["partial_failure", "idp_answer_lost:password", ["password"]],
         ]);
-      } finally {
-        await served.close();
-        await proxy.close();
-      }
+      });
     },
   );
 }
@@ -896,12 +946,11 @@ e2eTest(
   "auth-sync: a lost answer to an email, password and username change sets the email back and reports the password",
   async () => {
     const proxy = losingFirstWrite("answers 500");
-    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-    try {
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await linkedUser("lost-all");
       const before = await row(u.rowId!);
       const password = pw("lost-all");
-      const res = await updateVia(served.apiUrl, {
+      const res = await updateVia(apiUrl, {
         id: u.rowId,
         email: uniqueEmail("never"),
         password,
@@ -921,15 +970,12 @@ e2eTest(
           ["email", "password", "nombre_usuario"],
         ],
       ]);
-    } finally {
-      await served.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
 e2eTest(
-  "auth-sync: an email change whose answer is lost and whose undo fails gives 500 partial_failure with provider_changed email",
+  "auth-sync: an email change whose answer is lost and whose undo fails gives 500 partial_failure with provider_changed email; the next update settles its intent",
   async () => {
     // The first PUT is applied and its answer lost; every later one (the
     // undo) is answered 500 without reaching Auth.
@@ -943,12 +989,11 @@ e2eTest(
         Response.json({ code: 500, msg: "down" }, { status: 500 }),
       );
     });
-    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-    try {
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await linkedUser("lost-undo");
       const before = await row(u.rowId!);
       const newEmail = uniqueEmail("stuck");
-      const res = await updateVia(served.apiUrl, {
+      const res = await updateVia(apiUrl, {
         id: u.rowId,
         email: newEmail,
       });
@@ -963,10 +1008,23 @@ e2eTest(
       assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
         ["partial_failure", "idp_answer_lost:email", ["email"]],
       ]);
-    } finally {
-      await served.close();
-      await proxy.close();
-    }
+      // The intent stays open; the row's next update settles it first: the
+      // row follows the account, which holds what the lost call set.
+      const name = `next-${u.rowId}`;
+      const next = await authSync(admin, {
+        action: "update",
+        id: u.rowId,
+        nombre_usuario: name,
+      });
+      assert.equal(next.status, 200);
+      assert.equal(next.body.user.correo, newEmail);
+      assert.equal(next.body.user.nombre_usuario, name);
+      await assertConverged(u, newEmail, [
+        ["partial_failure", "idp_answer_lost:email", ["email"]],
+        ["ok", "settled_applied", ["email"]],
+        ["ok", null, ["nombre_usuario"]],
+      ]);
+    });
   },
 );
 
@@ -974,15 +1032,14 @@ e2eTest(
   "auth-sync: an account creation whose answer is lost deletes the account again: 503 and nothing created",
   async () => {
     const proxy = losingFirstWrite("answers 500");
-    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-    try {
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const [inserted] = await stack.sql`
         insert into public.usuarios (correo) values (${uniqueEmail("lost-new")})
         returning id`;
       const id = Number(inserted.id);
       const before = await row(id);
       const email = uniqueEmail("lost-created");
-      const res = await updateVia(served.apiUrl, {
+      const res = await updateVia(apiUrl, {
         id,
         email,
         password: pw("lost-created"),
@@ -1001,10 +1058,7 @@ e2eTest(
       assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
         ["failed", "idp_unavailable_undone", ["email", "password"]],
       ]);
-    } finally {
-      await served.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
@@ -1012,12 +1066,11 @@ e2eTest(
   "auth-sync: a change that never reaches the provider (connection refused) gives 503 and changes nothing, a password included",
   async () => {
     const proxy = stoppingAfterTokenCheck();
-    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-    try {
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await linkedUser("refused");
       const before = await row(u.rowId!);
       const password = pw("refused");
-      const res = await updateVia(served.apiUrl, {
+      const res = await updateVia(apiUrl, {
         id: u.rowId,
         email: uniqueEmail("never"),
         password,
@@ -1036,10 +1089,7 @@ e2eTest(
       assert.deepEqual(audit.map((a) => [a.outcome, a.detail, a.fields]), [
         ["failed", "idp_unavailable", ["email", "password"]],
       ]);
-    } finally {
-      await served.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
@@ -1055,21 +1105,13 @@ e2eTest(
         }, { status: 400 }),
       )
     );
-    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-    try {
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       const before = await row(u.rowId!);
-      const res = await call(served.apiUrl, "auth-sync", {
-        headers: {
-          Authorization: `Bearer ${admin.token}`,
-          "Content-Type": "application/json",
-        },
-        body: JSON.stringify({
-          action: "update",
-          id: u.rowId,
-          password: pw("refused"),
-          nombre_usuario: "refused",
-        }),
+      const res = await updateVia(apiUrl, {
+        id: u.rowId,
+        password: pw("refused"),
+        nombre_usuario: "refused",
       });
       assert.equal(res.status, 502);
       assert.deepEqual(res.body, {
@@ -1080,10 +1122,7 @@ e2eTest(
       });
       assert.deepEqual(await row(u.rowId!), before);
       assert.equal(await canSignIn(u.email, u.password), true);
-    } finally {
-      await served.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
@@ -1175,21 +1214,13 @@ e2eTest(
       await new Promise((r) => setTimeout(r, 1000));
       return null;
     });
-    const served = await stack.withFunctionEnv({ SUPABASE_URL: proxy.url });
-    try {
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       const send = (email: string, name: string) =>
-        call(served.apiUrl, "auth-sync", {
-          headers: {
-            Authorization: `Bearer ${admin.token}`,
-            "Content-Type": "application/json",
-          },
-          body: JSON.stringify({
-            action: "update",
-            id: u.rowId,
-            email,
-            nombre_usuario: name,
-          }),
+        updateVia(apiUrl, {
+          id: u.rowId,
+          email,
+          nombre_usuario: name,
         });
       const first = uniqueEmail("first");
       const second = uniqueEmail("second");
@@ -1207,10 +1238,7 @@ e2eTest(
       assert.equal(await providerEmail(u.id), second);
       const audit = await auditRows(u.rowId!);
       assert.deepEqual(audit.map((x) => x.outcome), ["ok", "ok"]);
-    } finally {
-      await served.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
@@ -1384,6 +1412,410 @@ e2eTest(
       ids[4],
     ]);
     assert.equal(tail.body.next_after_id, null);
+  },
+);
+
+// --------------------------------------------------------- server callers
+
+/** A supabase-js client created with `key` alone, as a back-office job. */
+function keyClient(key: string) {
+  return createClient(stack.apiUrl, key, {
+    auth: {
+      persistSession: false,
+      autoRefreshToken: false,
+      detectSessionInUrl: false,
+    },
+  });
+}
+
+async function actorOf(targetId: number) {
+  return (await stack.sql`
+    select actor_kind, actor_auth_user_id::text, actor_email
+    from public.auth_sync_audit where target_id = ${targetId} order by id`)
+    .map((a) => ({ ...a }));
+}
+
+e2eTest(
+  "auth-sync: a back-office call with the secret key (supabase-js, apikey only) is served and audited as secret_key",
+  async () => {
+    const u = await linkedUser("backoffice");
+    const name = `office-${crypto.randomUUID().slice(0, 8)}`;
+    const res = await invoke(keyClient(stack.secretKey), "auth-sync", {
+      body: { action: "update", id: u.rowId, nombre_usuario: name },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.user.nombre_usuario, name);
+    assert.deepEqual(res.body.changed, ["nombre_usuario"]);
+    assert.equal((await row(u.rowId!)).nombre_usuario, name);
+    assert.deepEqual(await actorOf(u.rowId!), [{
+      actor_kind: "secret_key",
+      actor_auth_user_id: null,
+      actor_email: null,
+    }]);
+  },
+);
+
+e2eTest(
+  "auth-sync: the secret key or the legacy service_role key as bearer token makes a trusted caller, audited as such",
+  async () => {
+    const u = await linkedUser("bearer-key");
+    for (
+      const [key, kind] of [
+        [stack.secretKey, "secret_key"],
+        [stack.serviceRoleKey, "service_role_key"],
+      ] as const
+    ) {
+      const res = await call(stack.apiUrl, "auth-sync", {
+        headers: {
+          Authorization: `Bearer ${key}`,
+          "Content-Type": "application/json",
+        },
+        body: JSON.stringify({
+          action: "update",
+          id: u.rowId,
+          nombre_usuario: `${kind}-${u.rowId}`,
+        }),
+      });
+      assert.equal(res.status, 200, kind);
+    }
+    assert.deepEqual((await actorOf(u.rowId!)).map((a) => a.actor_kind), [
+      "secret_key",
+      "service_role_key",
+    ]);
+  },
+);
+
+e2eTest(
+  "auth-sync: an unknown sb_ key is refused with 401 Invalid API key, the publishable key as bearer with missing sub claim",
+  async () => {
+    const unknown = "sb_secret_" + "x".repeat(31);
+    for (
+      const headers of [
+        { apikey: unknown } as Record<string, string>,
+        { Authorization: `Bearer ${unknown}` },
+        { Authorization: `Bearer sb_publishable_${"y".repeat(31)}` },
+      ]
+    ) {
+      const res = await call(stack.apiUrl, "auth-sync", {
+        headers: { ...headers, "Content-Type": "application/json" },
+        body: JSON.stringify({ action: "sync", dry_run: true }),
+      });
+      assert.equal(res.status, 401);
+      assert.equal(res.headers.get("www-authenticate"), "Bearer");
+      assert.deepEqual(res.body, {
+        message: "Token inválido",
+        code: "invalid_token",
+        error: "Invalid API key",
+      });
+    }
+    const publishable = await call(stack.apiUrl, "auth-sync", {
+      headers: {
+        Authorization: `Bearer ${stack.publishableKey}`,
+        apikey: stack.publishableKey,
+      },
+      body: JSON.stringify({ action: "sync", dry_run: true }),
+    });
+    assert.equal(publishable.status, 401);
+    assert.deepEqual(publishable.body, {
+      message: "Token inválido",
+      code: "invalid_token",
+      error: "invalid claim: missing sub claim",
+      error_code: "bad_jwt",
+    });
+    // supabase-js with the publishable key and no session sends no bearer.
+    const anonymous = await invoke(
+      keyClient(stack.publishableKey),
+      "auth-sync",
+      {
+        body: { action: "sync", dry_run: true },
+      },
+    );
+    assert.equal(anonymous.status, 401);
+    assert.equal(anonymous.body.code, "missing_bearer");
+  },
+);
+
+// ------------------------------------------------------------ convergence
+
+async function intents(targetId: number) {
+  return (await stack.sql`
+    select outcome, settled_at is not null as settled, fields
+    from public.auth_sync_intents where target_id = ${targetId}
+    order by created_at`).map((i) => ({ ...i }));
+}
+
+e2eTest(
+  "auth-sync: a row write whose COMMIT answer is lost is read back, not undone: 200, row and account hold the new email",
+  async () => {
+    const db = commitAnswerDroppingProxy(stack.dbUrl);
+    await withServed({ SUPABASE_DB_URL: db.url }, [db], async (apiUrl) => {
+      const u = await linkedUser("commit-lost");
+      const newEmail = uniqueEmail("committed");
+      const dropped = db.arm();
+      const res = await updateVia(apiUrl, { id: u.rowId, email: newEmail });
+      await dropped;
+      assert.equal(res.status, 200);
+      assert.equal(res.body.user.correo, newEmail);
+      assert.deepEqual(res.body.changed, ["email"]);
+      await assertConverged(u, newEmail, [["ok", null, ["email"]]]);
+      assert.deepEqual(await intents(u.rowId!), [
+        { outcome: "applied", settled: true, fields: ["email"] },
+      ]);
+    });
+  },
+);
+
+e2eTest(
+  "auth-sync: an update whose lease lapsed while Auth answered undoes nothing of the competing update: row and account agree",
+  async () => {
+    const u = await linkedUser("lapsed");
+    let applied!: () => void;
+    const appliedAtAuth = new Promise<void>((r) => (applied = r));
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let first = true;
+    // The first write reaches Auth at once; its answer is held until the
+    // competing update is done.
+    const proxy = authProxy(async (_req, forward) => {
+      if (!first) return null;
+      first = false;
+      const answer = await forward();
+      const body = await answer.arrayBuffer();
+      applied();
+      await released;
+      return new Response(body, {
+        status: answer.status,
+        headers: answer.headers,
+      });
+    });
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
+      const late = uniqueEmail("late");
+      const winner = uniqueEmail("winner");
+      const a = updateVia(apiUrl, { id: u.rowId, email: late });
+      await appliedAtAuth;
+      // As after LEASE_TTL_S: the first update's lease lapses.
+      await stack.sql`
+        update public.auth_sync_leases set expires_at = now() - interval '1 second'
+        where target_id = ${u.rowId}`;
+      const b = await authSync(admin, {
+        action: "update",
+        id: u.rowId,
+        email: winner,
+      });
+      assert.equal(b.status, 200);
+      release();
+      const ra = await a;
+      assert.equal(ra.status, 409);
+      assert.equal(ra.body.code, "target_busy");
+      // The late call's change was settled by the competing call (the row
+      // followed Auth), then replaced by it; nothing set it back.
+      await assertConverged(u, winner, [
+        ["ok", "settled_applied", ["email"]],
+        ["ok", null, ["email"]],
+      ]);
+      assert.deepEqual((await intents(u.rowId!)).map((i) => i.outcome), [
+        "applied",
+        "applied",
+      ]);
+    });
+  },
+);
+
+e2eTest(
+  "auth-sync: a worker killed between the Auth call and the row write leaves an open intent that reconcile settles",
+  async () => {
+    const u = await linkedUser("killed");
+    const newEmail = uniqueEmail("after-kill");
+    const port = (() => {
+      const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const p = (l.addr as Deno.NetAddr).port;
+      l.close();
+      return p;
+    })();
+    let worker: Deno.ChildProcess | null = null;
+    // Auth applies the change; then the worker dies before it can answer.
+    const proxy = authProxy(async (_req, forward) => {
+      const answer = await forward();
+      await answer.body?.cancel();
+      worker?.kill("SIGKILL");
+      return authServerError("worker killed");
+    });
+    try {
+      worker = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "-A",
+          "--no-check",
+          "supabase/functions/auth-sync/index.ts",
+        ],
+        env: {
+          DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
+          SUPABASE_URL: proxy.url,
+          SUPABASE_DB_URL: stack.dbUrl,
+          SUPABASE_PUBLISHABLE_KEYS: JSON.stringify({
+            default: stack.publishableKey,
+          }),
+          SUPABASE_SECRET_KEYS: JSON.stringify({ default: stack.secretKey }),
+        },
+        stdout: "null",
+        stderr: "null",
+      }).spawn();
+      const workerUrl = `http://127.0.0.1:${port}`;
+      // Ready once it accepts connections.
+      for (;;) {
+        try {
+          (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+          break;
+        } catch {
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      await updateVia(workerUrl, { id: u.rowId, email: newEmail }).then(
+        () => assert.fail("the killed worker answered"),
+        () => {},
+      );
+      await worker.status;
+    } finally {
+      await proxy.close();
+    }
+    // Apart, with no audit row, but the intent says what was under way.
+    assert.equal((await row(u.rowId!)).correo, u.email);
+    assert.equal(await providerEmail(u.id), newEmail);
+    assert.equal((await auditRows(u.rowId!)).length, 0);
+    assert.deepEqual(await intents(u.rowId!), [
+      { outcome: null, settled: false, fields: ["email"] },
+    ]);
+
+    // The dead worker's lease lapses (LEASE_TTL_S) before anyone settles.
+    await stack.sql`
+      update public.auth_sync_leases set expires_at = now() - interval '1 second'
+      where target_id = ${u.rowId}`;
+    const office = keyClient(stack.secretKey);
+    const page = { after_id: u.rowId! - 1, limit: 1 };
+    // A dry run lists the open intent and the mismatch, and changes nothing.
+    const dry = await invoke(office, "auth-sync", {
+      body: { action: "reconcile", ...page, dry_run: true },
+    });
+    assert.equal(dry.status, 200);
+    const mine = (settled: { target_id: number; outcome: string }[]) =>
+      settled.filter((s) => s.target_id === u.rowId).map((s) => ({ ...s }));
+    assert.deepEqual(
+      mine(dry.body.settled).map((s) => s.outcome),
+      ["open"],
+    );
+    assert.deepEqual(dry.body.mismatches, [{
+      id: u.rowId,
+      correo: u.email,
+      auth_user_id: u.id,
+      account_email: newEmail,
+    }]);
+    assert.equal((await row(u.rowId!)).correo, u.email);
+
+    const real = await invoke(office, "auth-sync", {
+      body: { action: "reconcile", ...page },
+    });
+    assert.equal(real.status, 200);
+    assert.deepEqual(
+      mine(real.body.settled).map((s) => s.outcome),
+      ["applied"],
+    );
+    assert.deepEqual(real.body.mismatches, []);
+    await assertConverged(u, newEmail, [["ok", "settled_applied", ["email"]]]);
+    assert.deepEqual(await actorOf(u.rowId!), [{
+      actor_kind: "user",
+      actor_auth_user_id: admin.id,
+      actor_email: admin.email,
+    }]);
+  },
+);
+
+e2eTest(
+  "auth-sync: an open intent whose row can no longer take the account's email is settled left_changed, audited, and stops blocking the row",
+  async () => {
+    const u = await linkedUser("stuck-intent");
+    const taken = uniqueEmail("taken");
+    // A dead call's trace: Auth holds the email it set, but meanwhile
+    // another row took that email, so the row cannot follow.
+    await stack.admin().auth.admin.updateUserById(u.id, {
+      email: taken,
+      email_confirm: true,
+    });
+    await stack.sql`insert into public.usuarios (correo) values (${taken})`;
+    await stack.sql`
+      insert into public.auth_sync_intents
+        (id, target_id, holder, kind, account_id, fields, old_email, new_email,
+         row_set, actor_kind, actor_auth_user_id, actor_email)
+      values (${crypto.randomUUID()}::uuid, ${u.rowId}, ${crypto.randomUUID()}::uuid,
+              'update', ${u.id}::uuid, array['email'], ${u.email}, ${taken},
+              ${stack.sql.json({ correo: taken })}, 'user', ${admin.id}::uuid,
+              ${admin.email})`;
+    const name = `unblocked-${u.rowId}`;
+    const res = await authSync(admin, {
+      action: "update",
+      id: u.rowId,
+      nombre_usuario: name,
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.user.correo, u.email);
+    assert.deepEqual(await intents(u.rowId!), [
+      { outcome: "left_changed", settled: true, fields: ["email"] },
+    ]);
+    assert.deepEqual(
+      (await auditRows(u.rowId!)).map((a) => [a.outcome, a.detail, a.fields]),
+      [
+        ["partial_failure", "settled_left_changed", ["email"]],
+        ["ok", null, ["nombre_usuario"]],
+      ],
+    );
+    // The report lists the row, whose correo and account now differ.
+    const report = await authSync(admin, {
+      action: "reconcile",
+      after_id: u.rowId! - 1,
+      limit: 1,
+      dry_run: true,
+    });
+    assert.deepEqual(report.body.mismatches, [{
+      id: u.rowId,
+      correo: u.email,
+      auth_user_id: u.id,
+      account_email: taken,
+    }]);
+  },
+);
+
+e2eTest(
+  "auth-sync: reconcile reports linked rows whose correo differs from the account's email, a page at a time",
+  async () => {
+    const inStep = await linkedUser("in-step");
+    const apart = await linkedUser("apart");
+    const edited = uniqueEmail("edited");
+    await stack.sql`
+      update public.usuarios set correo = ${edited} where id = ${apart.rowId}`;
+    const first = await authSync(admin, {
+      action: "reconcile",
+      after_id: inStep.rowId! - 1,
+      limit: 1,
+      dry_run: true,
+    });
+    assert.equal(first.status, 200);
+    assert.deepEqual(first.body.mismatches, []);
+    assert.equal(first.body.next_after_id, inStep.rowId);
+    const second = await authSync(admin, {
+      action: "reconcile",
+      after_id: first.body.next_after_id,
+      limit: 1,
+      dry_run: true,
+    });
+    assert.deepEqual(second.body.mismatches, [{
+      id: apart.rowId,
+      correo: edited,
+      auth_user_id: apart.id,
+      account_email: apart.email,
+    }]);
+    assert.equal(second.body.next_after_id, null);
+    const bad = await authSync(admin, { action: "reconcile", limit: 0 });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.code, "validation_failed");
   },
 );
 

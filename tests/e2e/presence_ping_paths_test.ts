@@ -49,7 +49,7 @@ async function both(token: string, body: unknown = { state: "offline" }) {
  * The functions served against a proxy of the stack's Auth that counts the
  * calls per path; tokens still name the stack's own issuer.
  */
-async function servedBehindCountingProxy() {
+async function servedBehindCountingProxy(env: Record<string, string> = {}) {
   const calls = new Map<string, number>();
   const proxy = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
@@ -62,6 +62,7 @@ async function servedBehindCountingProxy() {
   const served = await stack.withFunctionEnv({
     SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
     PRESENCE_TOKEN_ISSUER: `${stack.apiUrl}/auth/v1`,
+    ...env,
   });
   return { calls, proxy, served };
 }
@@ -214,6 +215,40 @@ e2eTest(
       });
       for (let i = 0; i < 3; i++) assert.equal((await ping(hs)).status, 200);
       assert.equal(calls.get("/auth/v1/user"), 3);
+    } finally {
+      await served.close();
+      await proxy.shutdown();
+    }
+  },
+);
+
+e2eTest(
+  "presence-ping: with SUPABASE_JWKS set, a valid ES256 token is checked against it, without fetching the JWKS",
+  async () => {
+    const { calls, proxy, served } = await servedBehindCountingProxy({
+      SUPABASE_JWKS: JSON.stringify({ keys: [key.publicJwk] }),
+    });
+    try {
+      const u = await stack.createUser({ row: { auth_user_id: true } });
+      const res = await call(served.apiUrl, "presence-ping", {
+        headers: { Authorization: `Bearer ${u.token}` },
+      });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.user.id, u.rowId);
+      assert.equal(calls.get("/auth/v1/.well-known/jwks.json") ?? 0, 0);
+      assert.equal(calls.get("/auth/v1/user") ?? 0, 0);
+      // A key the variable does not hold is left to Auth.
+      const other = await generateSigningKey();
+      const foreign = await es256Token(stack.apiUrl, u, other, {
+        session_id: sessionIdOf(u.token),
+      });
+      assert.equal(
+        (await call(served.apiUrl, "presence-ping", {
+          headers: { Authorization: `Bearer ${foreign}` },
+        })).status,
+        401,
+      );
+      assert.equal(calls.get("/auth/v1/user"), 1);
     } finally {
       await served.close();
       await proxy.shutdown();

@@ -7,6 +7,8 @@
  */
 import assert from "node:assert/strict";
 import type { SupabaseClient } from "@supabase/supabase-js";
+import postgres from "postgres";
+import { createTestDatabase } from "../../local/testing/database.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { adminWriteProxy, authServerError } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
@@ -16,11 +18,37 @@ import {
   type TestUser,
 } from "../support/stack.ts";
 
-const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
+const MIGRATIONS = new URL("../../supabase/migrations", import.meta.url)
+  .pathname;
+const listed = (prefix: string) =>
+  `${prefix}-${crypto.randomUUID().slice(0, 8)}@test.local`;
+// Listed, and its account created confirmed and stamped by the operator.
+const BOSS_EMAIL = listed("boss");
+// Listed, and its account created by an administrator before its owner
+// confirmed it: the door a first sign-up opened.
+const CLAIMED_EMAIL = listed("chief");
+// Listed, with no account at all: whoever signs up first is confirmed at
+// once, exactly like an account an administrator creates confirmed.
+const FRESH_EMAIL = listed("new-boss");
+const SELF_STAMP_EMAIL = listed("self-made");
+// Listed both: a stamped administrator moves from one to the other.
+const MOVER_EMAIL = listed("mover");
+const MOVED_EMAIL = listed("moved");
+const ADMIN_EMAILS = [
+  BOSS_EMAIL,
+  CLAIMED_EMAIL,
+  FRESH_EMAIL,
+  SELF_STAMP_EMAIL,
+  MOVER_EMAIL,
+  MOVED_EMAIL,
+].join(",");
 const stack: TestStack = await startTestStack({
-  functionEnv: { ADMIN_EMAILS: BOSS_EMAIL },
+  functionEnv: { ADMIN_EMAILS },
 });
-const boss: TestUser = await stack.createUser({ email: BOSS_EMAIL });
+const boss: TestUser = await stack.createUser({
+  email: BOSS_EMAIL,
+  adminVerified: true,
+});
 
 function uniqueEmail(prefix: string, domain = "test.local"): string {
   return `${prefix}-${crypto.randomUUID().slice(0, 10)}@${domain}`;
@@ -81,7 +109,7 @@ async function withAdminWriteProxy(
 ): Promise<void> {
   const proxy = adminWriteProxy(stack.apiUrl, onAdminWrite);
   const served = await stack.withFunctionEnv({
-    ADMIN_EMAILS: BOSS_EMAIL,
+    ADMIN_EMAILS,
     SUPABASE_URL: proxy.url,
   });
   try {
@@ -178,6 +206,302 @@ e2eTest(
       body: { action: "sync", ids: [1], dry_run: true },
     });
     assert.equal(res.status, 200);
+  },
+);
+
+e2eTest(
+  "security: a stranger who signs up first with an ADMIN_EMAILS address whose account an administrator created unconfirmed gets no rights and changes nothing",
+  async () => {
+    const victim = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("victim") },
+    });
+    const created = await stack.admin().auth.admin.createUser({
+      email: CLAIMED_EMAIL,
+      password: `pw-${crypto.randomUUID()}`,
+      email_confirm: false,
+    });
+    assert.equal(created.error, null);
+    // Auth hands the unconfirmed account to the first sign-up, confirmed.
+    const stranger = await signUp(CLAIMED_EMAIL);
+    assert.equal(stranger.id, created.data.user!.id);
+    const { data } = await stack.admin().auth.admin.getUserById(stranger.id);
+    assert.ok(data.user?.email_confirmed_at);
+    const before = await usuario(victim.rowId!);
+    const auditBefore = await stack.sql`
+      select count(*)::int as n from public.auth_sync_audit`;
+
+    const read = await invoke(stranger.client, "presence", { body: {} });
+    assert.equal(read.status, 404);
+    assert.equal(read.body.code, "user_not_found");
+    assert.ok(!JSON.stringify(read.body).includes(victim.email));
+    const write = await invoke(stranger.client, "auth-sync", {
+      body: { action: "update", id: victim.rowId, password: "taken-over-2" },
+    });
+    assert.equal(write.status, 404);
+    assert.equal(write.body.code, "user_not_found");
+    const sync = await invoke(stranger.client, "auth-sync", {
+      body: { action: "sync" },
+    });
+    assert.equal(sync.status, 404);
+
+    assert.deepEqual(await usuario(victim.rowId!), before);
+    assert.equal(await canSignIn(victim.email, victim.password), true);
+    assert.equal(await canSignIn(victim.email, "taken-over-2"), false);
+    assert.deepEqual(
+      await stack.sql`select count(*)::int as n from public.auth_sync_audit`,
+      auditBefore,
+    );
+  },
+);
+
+/** `usuarios` rows, Auth accounts and audit rows, to compare before and after. */
+async function everything() {
+  return {
+    rows: await stack.sql`
+      select id, correo, nombre_usuario, auth_user_id::text, rol
+      from public.usuarios order by id`,
+    accounts: await stack.sql`
+      select id::text, email, encrypted_password, raw_app_meta_data
+      from auth.users order by id`,
+  };
+}
+
+e2eTest(
+  "security: a stranger who signs up first with an ADMIN_EMAILS address that has no account gets no rights: presence shows no emails, auth-sync 403, nothing changed",
+  async () => {
+    const victim = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("victim"), rol: "admin" },
+    });
+    // The future administrator's row, matched by correo: the stranger
+    // reaches it, and must get a standard user's view through it.
+    const [row] = await stack.sql`
+      insert into public.usuarios (correo, nombre_usuario)
+      values (${FRESH_EMAIL}, ${FRESH_EMAIL.split("@")[0]}) returning id`;
+    const stranger = await signUp(FRESH_EMAIL);
+    const { data } = await stack.admin().auth.admin.getUserById(stranger.id);
+    // Auth confirmed the sign-up at once, as it confirms an account an
+    // administrator creates with email_confirm: true.
+    assert.ok(data.user?.email_confirmed_at);
+    const before = await everything();
+
+    const read = await invoke(stranger.client, "presence", {
+      body: { ids: [victim.rowId, Number(row.id)] },
+    });
+    assert.equal(read.status, 200);
+    assert.equal(read.body.users.length, 2);
+    for (const u of read.body.users) {
+      assert.deepEqual(
+        Object.keys(u).filter((k) =>
+          ["correo", "auth_user_id", "rol"].includes(k)
+        ),
+        [],
+      );
+    }
+    assert.ok(!JSON.stringify(read.body).includes(victim.email));
+    const write = await invoke(stranger.client, "auth-sync", {
+      body: { action: "update", id: victim.rowId, password: "taken-over-4" },
+    });
+    assert.equal(write.status, 403);
+    assert.equal(write.body.code, "admin_required");
+    const sync = await invoke(stranger.client, "auth-sync", {
+      body: { action: "sync", ids: [Number(row.id)] },
+    });
+    assert.equal(sync.status, 403);
+
+    assert.deepEqual(await everything(), before);
+    assert.equal(await canSignIn(victim.email, victim.password), true);
+    assert.equal(await canSignIn(victim.email, "taken-over-4"), false);
+  },
+);
+
+e2eTest(
+  "security: a user cannot stamp its own ADMIN_EMAILS address: user_metadata is not read, app_metadata is refused (403 not_admin)",
+  async () => {
+    const victim = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("victim") },
+    });
+    const stranger = await signUp(SELF_STAMP_EMAIL);
+    const own = await stranger.client.auth.updateUser({
+      data: { admin_verified_email: SELF_STAMP_EMAIL },
+    });
+    assert.equal(own.error, null);
+    assert.equal(
+      own.data.user?.user_metadata.admin_verified_email,
+      SELF_STAMP_EMAIL,
+    );
+    // supabase-js sends whatever it is given; Auth refuses app_metadata
+    // from anyone but the service role.
+    const forged = await stranger.client.auth.updateUser(
+      {
+        app_metadata: { admin_verified_email: SELF_STAMP_EMAIL },
+      } as Parameters<SupabaseClient["auth"]["updateUser"]>[0],
+    );
+    assert.equal(forged.error?.status, 403);
+    assert.equal(forged.error?.code, "not_admin");
+    const { data } = await stack.admin().auth.admin.getUserById(stranger.id);
+    assert.equal(data.user?.app_metadata.admin_verified_email, undefined);
+    const before = await everything();
+
+    const read = await invoke(stranger.client, "presence", { body: {} });
+    assert.equal(read.status, 404);
+    assert.equal(read.body.code, "user_not_found");
+    const write = await invoke(stranger.client, "auth-sync", {
+      body: { action: "update", id: victim.rowId, password: "taken-over-5" },
+    });
+    assert.equal(write.status, 404);
+    assert.deepEqual(await everything(), before);
+    assert.equal(await canSignIn(victim.email, "taken-over-5"), false);
+  },
+);
+
+e2eTest(
+  "security: a stamped ADMIN_EMAILS administrator whose email then changes loses its rights, even to another listed address",
+  async () => {
+    const mover = await stack.createUser({
+      email: MOVER_EMAIL,
+      adminVerified: true,
+    });
+    const asAdmin = await invoke(mover.client, "auth-sync", {
+      body: { action: "sync", ids: [1], dry_run: true },
+    });
+    assert.equal(asAdmin.status, 200);
+    // What completing an email change does (the mail link Auth sends for a
+    // user's own change): the email changes, app_metadata stays.
+    const moved = await stack.admin().auth.admin.updateUserById(mover.id, {
+      email: MOVED_EMAIL,
+      email_confirm: true,
+    });
+    assert.equal(moved.error, null);
+    assert.equal(
+      moved.data.user?.app_metadata.admin_verified_email,
+      MOVER_EMAIL,
+    );
+    const read = await invoke(mover.client, "presence", { body: {} });
+    assert.equal(read.status, 404);
+    const write = await invoke(mover.client, "auth-sync", {
+      body: { action: "sync", ids: [1], dry_run: true },
+    });
+    assert.equal(write.status, 404);
+    assert.equal(write.body.code, "user_not_found");
+
+    // The operator vouches for the new address: rights again.
+    const restamped = await stack.admin().auth.admin.updateUserById(mover.id, {
+      app_metadata: { admin_verified_email: MOVED_EMAIL },
+    });
+    assert.equal(restamped.error, null);
+    const again = await invoke(mover.client, "auth-sync", {
+      body: { action: "sync", ids: [1], dry_run: true },
+    });
+    assert.equal(again.status, 200);
+  },
+);
+
+e2eTest(
+  "security: an ADMIN_EMAILS address whose account an administrator created confirmed and stamped keeps its rights: it reads emails and roles",
+  async () => {
+    const other = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("seen"), rol: "usuario" },
+    });
+    const res = await invoke(boss.client, "presence", {
+      body: { ids: [other.rowId] },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.users.length, 1);
+    assert.equal(
+      res.body.users[0].correo,
+      (await usuario(other.rowId!)).correo,
+    );
+    assert.equal(res.body.users[0].auth_user_id, other.id);
+    assert.equal(res.body.users[0].rol, "usuario");
+  },
+);
+
+// ------------------------------------------------------- refusals are bounded
+
+e2eTest(
+  "security: a standard user's refused auth-sync calls add at most six audit rows a minute, and every attempt is counted",
+  async () => {
+    const pest = await stack.createUser({ row: { auth_user_id: true } });
+    const targets = Array.from({ length: 20 }, (_, i) => 1_000_000 + i);
+    let sent = 0;
+    for (let round = 0; round < 2; round++) {
+      for (const id of targets) {
+        const res = await invoke(pest.client, "auth-sync", {
+          body: { action: "update", id, password: "nope-nope-1" },
+        });
+        assert.equal(res.status, 403);
+        sent++;
+      }
+    }
+    const sync = await invoke(pest.client, "auth-sync", {
+      body: { action: "sync" },
+    });
+    assert.equal(sync.status, 403);
+    sent++;
+    const rows = await stack.sql`
+      select action, target_id, fields, attempts, refused_minute, outcome,
+             detail
+      from public.auth_sync_audit where actor_auth_user_id = ${pest.id}
+      order by id`;
+    const perMinute = new Map<string, number>();
+    for (const r of rows) {
+      const key = String(r.refused_minute);
+      perMinute.set(key, (perMinute.get(key) ?? 0) + 1);
+      assert.equal(r.outcome, "failed");
+      assert.equal(r.detail, "admin_required");
+    }
+    for (const n of perMinute.values()) assert.ok(n <= 6, `${n} rows a minute`);
+    assert.equal(rows.reduce((sum, r) => sum + r.attempts, 0), sent);
+    // Who tried what stays on record: the first target, with its fields.
+    assert.deepEqual(
+      [rows[0].action, rows[0].target_id, rows[0].fields],
+      ["update", String(targets[0]), ["password"]],
+    );
+    assert.ok(!JSON.stringify(rows).includes("nope-nope-1"));
+  },
+);
+
+// ------------------------------------------- no address reaches a user
+
+e2eTest(
+  "security: presence shows a standard user no address inside any nombre_usuario; an administrator sees them as stored",
+  async () => {
+    const names = [
+      "elena@corp.test;elena.old@gmail.test",
+      "Elena Ruiz <elena.r@corp.test> (@elena)",
+      "elena.r2@corp.test / @elena2",
+      "carla@example.com",
+    ];
+    const ids: number[] = [];
+    for (const name of names) {
+      const [r] = await stack.sql`
+        insert into public.usuarios (nombre_usuario) values (${
+        name + crypto.randomUUID().slice(0, 4)
+      }) returning id, nombre_usuario`;
+      ids.push(Number(r.id));
+    }
+    const reader = await stack.createUser({ row: { auth_user_id: true } });
+    const seen = await invoke(reader.client, "presence", { body: { ids } });
+    assert.equal(seen.status, 200);
+    const shown = seen.body.users.map((u: { nombre_usuario: string }) =>
+      u.nombre_usuario
+    );
+    assert.equal(shown.length, names.length);
+    for (const name of shown) {
+      assert.doesNotMatch(name, /[^\s<>();,/]+@[^\s<>();,/]*\./, name);
+    }
+    assert.match(shown[0], /^elena;elena\.old/);
+    assert.match(shown[1], /^Elena Ruiz <elena\.r> \(@elena\)/);
+    assert.match(shown[2], /^elena\.r2 \/ @elena2/);
+    assert.match(shown[3], /^carla$/);
+    const admin = await invoke(boss.client, "presence", { body: { ids } });
+    assert.deepEqual(
+      admin.body.users.map((u: { nombre_usuario: string }) => u.nombre_usuario),
+      (await stack.sql`
+        select nombre_usuario from public.usuarios where id in ${
+        stack.sql(ids)
+      } order by id`).map((r) => r.nombre_usuario),
+    );
   },
 );
 
@@ -350,7 +674,7 @@ e2eTest(
 );
 
 e2eTest(
-  "security: a lease that lapsed before the write refuses the write (409 target_busy) and sets the email back",
+  "security: a lease taken over before the write refuses the write and never calls Auth again: 500 partial_failure, the intent left open",
   async () => {
     const u = await stack.createUser({
       row: { auth_user_id: true },
@@ -359,7 +683,10 @@ e2eTest(
                     where id = ${u.rowId}`;
     const before = await usuario(u.rowId!);
     let tookOver = false;
+    let writes = 0;
+    const late = uniqueEmail("late");
     await withAdminWriteProxy(async (req, forward) => {
+      writes++;
       const answer = await forward();
       if (req.method === "PUT" && !tookOver) {
         // While Auth answered, the lease lapsed and another call took it.
@@ -371,17 +698,21 @@ e2eTest(
       }
       return answer;
     }, async (apiUrl) => {
-      const res = await updateAsBoss(apiUrl, {
-        id: u.rowId,
-        email: uniqueEmail("late"),
-      });
-      assert.equal(res.status, 409);
-      assert.equal(res.body.code, "target_busy");
+      const res = await updateAsBoss(apiUrl, { id: u.rowId, email: late });
+      assert.equal(res.status, 500);
+      assert.equal(res.body.code, "partial_failure");
+      assert.deepEqual(res.body.provider_changed, ["email"]);
     });
     assert.ok(tookOver);
+    // No undo: the row is another call's now, and so is the account.
+    assert.equal(writes, 1);
     assert.deepEqual(await usuario(u.rowId!), before);
     const { data } = await stack.admin().auth.admin.getUserById(u.id);
-    assert.equal(data.user?.email, u.email);
+    assert.equal(data.user?.email, late);
+    const open = await stack.sql`
+      select fields from public.auth_sync_intents
+      where target_id = ${u.rowId} and settled_at is null`;
+    assert.deepEqual(open.map((i) => i.fields), [["email"]]);
   },
 );
 
@@ -523,6 +854,169 @@ e2eTest(
     assert.deepEqual(sync.body.results, [
       { id: Number(r.id), status: "no_identity", auth_user_id: null },
     ]);
+  },
+);
+
+// ----------------------------------------------------- smaller findings
+
+e2eTest(
+  "security: two administrators setting the same new email at once: one 200, one 409 email_exists, never 503",
+  async () => {
+    const a = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("race-a") },
+    });
+    const b = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("race-b") },
+    });
+    const wanted = uniqueEmail("race-target");
+    const [first, second] = await Promise.all([
+      updateAsBoss(stack.apiUrl, { id: a.rowId, email: wanted }),
+      updateAsBoss(stack.apiUrl, { id: b.rowId, email: wanted }),
+    ]);
+    assert.deepEqual(
+      [first.status, second.status].sort(),
+      [200, 409],
+      JSON.stringify([first.body, second.body]),
+    );
+    const lost = first.status === 409 ? first : second;
+    assert.equal(lost.body.code, "email_exists");
+  },
+);
+
+e2eTest(
+  "security: when Auth's unique index refuses an email another update took meanwhile (500), auth-sync answers 409 email_exists and changes nothing",
+  async () => {
+    const winner = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("winner") },
+    });
+    const loser = await stack.createUser({
+      row: { auth_user_id: true, correo: uniqueEmail("loser") },
+    });
+    const wanted = uniqueEmail("contested");
+    const before = await usuario(loser.rowId!);
+    await withAdminWriteProxy(async (req, forward) => {
+      if (req.method === "PUT" && req.url.includes(loser.id)) {
+        // The concurrent update lands first, between auth-sync's own check
+        // and its call: Auth then fails on its unique index with a 500.
+        const { error } = await stack.admin().auth.admin.updateUserById(
+          winner.id,
+          { email: wanted, email_confirm: true },
+        );
+        assert.equal(error, null);
+        const res = await forward();
+        assert.equal(res.status, 500);
+        return res;
+      }
+      return await forward();
+    }, async (apiUrl) => {
+      const res = await updateAsBoss(apiUrl, {
+        id: loser.rowId,
+        email: wanted,
+        password: "Loser-pw-123",
+      });
+      assert.equal(res.status, 409, JSON.stringify(res.body));
+      assert.equal(res.body.code, "email_exists");
+    });
+    assert.deepEqual(await usuario(loser.rowId!), before);
+    assert.equal(await canSignIn(loser.email, loser.password), true);
+    const [audit] = await stack.sql`
+      select outcome, detail from public.auth_sync_audit
+      where target_id = ${loser.rowId} order by id desc limit 1`;
+    assert.deepEqual({ ...audit }, {
+      outcome: "failed",
+      detail: "email_exists",
+    });
+  },
+);
+
+e2eTest(
+  "security: a weak password keeps Auth's message word for word, and the password itself is logged nowhere",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    let res: Awaited<ReturnType<typeof updateAsBoss>> | null = null;
+    const lines = await logLines(async () => {
+      res = await updateAsBoss(stack.apiUrl, {
+        id: u.rowId,
+        password: "Zq!9x",
+      });
+    });
+    assert.equal(res!.status, 422);
+    assert.equal(res!.body.code, "weak_password");
+    assert.equal(res!.body.error, "Password should be at least 6 characters.");
+    assert.ok(!lines.join("\n").includes("Zq!9x"));
+  },
+);
+
+e2eTest(
+  "startTestStack: refuses a stack it did not start (E2E_SUPABASE_URL) before touching it",
+  async () => {
+    let requests = 0;
+    const foreign = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      () => {
+        requests++;
+        return new Response("{}");
+      },
+    );
+    Deno.env.set("E2E_SUPABASE_URL", `http://127.0.0.1:${foreign.addr.port}`);
+    try {
+      await assert.rejects(
+        startTestStack(),
+        /"E2E_SUPABASE_URL" set: the tests run only against a stack they start themselves/,
+      );
+    } finally {
+      Deno.env.delete("E2E_SUPABASE_URL");
+      await foreign.shutdown();
+    }
+    assert.equal(requests, 0);
+  },
+);
+
+const ROL_COMMENT = "Role; administrador, admin, superadmin and super-admin " +
+  "grant administrator rights only on a row linked to the caller by " +
+  "auth_user_id, never on a row matched by correo or nombre_usuario.";
+
+async function rolComment(sql: postgres.Sql): Promise<string | null> {
+  const [r] = await sql`
+    select col_description('public.usuarios'::regclass, a.attnum) as c
+    from pg_attribute a
+    where a.attrelid = 'public.usuarios'::regclass and a.attname = 'rol'`;
+  return r.c;
+}
+
+e2eTest(
+  "migrations: the comment on usuarios.rol says only a row linked by auth_user_id grants rights",
+  async () => {
+    assert.equal(await rolComment(stack.sql), ROL_COMMENT);
+  },
+);
+
+e2eTest(
+  "migrations: the rol comment fix leaves an owner's own comment alone",
+  async () => {
+    const db = await createTestDatabase();
+    const sql = postgres(db.url, {
+      max: 1,
+      prepare: false,
+      onnotice: () => {},
+    });
+    try {
+      await sql.unsafe(
+        await Deno.readTextFile(
+          `${MIGRATIONS}/20261122080000_create_usuarios.sql`,
+        ),
+      );
+      await sql`comment on column public.usuarios.rol is 'Our own words.'`;
+      await sql.unsafe(
+        await Deno.readTextFile(
+          `${MIGRATIONS}/20261124010100_comment_usuarios_rol.sql`,
+        ),
+      );
+      assert.equal(await rolComment(sql), "Our own words.");
+    } finally {
+      await sql.end();
+      await db.close();
+    }
   },
 );
 

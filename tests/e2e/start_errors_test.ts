@@ -61,6 +61,30 @@ function freePort(): number {
   return port;
 }
 
+e2eTest("npm start -- --help: prints every flag and exits 0", async () => {
+  const { code, stdout } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "local/start.ts", "--help"],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const text = new TextDecoder().decode(stdout);
+  assert.equal(code, 0);
+  for (
+    const flag of [
+      "--port",
+      "--db-port",
+      "--data-dir",
+      "--database-url",
+      "--seed",
+      "--reset",
+    ]
+  ) {
+    assert.ok(text.includes(flag), flag);
+  }
+});
+
 e2eTest("npm start: an unknown flag names it and lists the flags", async () => {
   const { line } = await startFails(["--bogus"]);
   assert.match(line, /Unknown option '--bogus'/);

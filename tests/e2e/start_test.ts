@@ -83,6 +83,8 @@ e2eTest(
           "API URL",
           "DB URL",
           "JWT secret",
+          "Publishable key",
+          "Secret key",
           "anon key",
           "service_role key",
         ]
@@ -147,6 +149,12 @@ e2eTest(
       });
       assert.equal(spec.status, 200);
       assert.equal((await spec.json()).user.id, ping.body.user.id);
+      // Served as `supabase functions serve` serves it: its deployed entry,
+      // in a worker of its own.
+      assert.match(
+        running.output(),
+        /\[presence-ping\] Starting supabase\/functions\/presence-ping\/index\.ts/,
+      );
 
       const refreshed = await client.auth.refreshSession();
       assert.equal(refreshed.error, null);
@@ -211,6 +219,69 @@ e2eTest(
       assert.equal(signIn.error, null);
       const ping = await invoke(client, "presence-ping");
       assert.equal(ping.status, 200);
+    } finally {
+      assert.equal((await stop(running)).code, 0);
+    }
+  },
+);
+
+async function run(script: string, extra: string[]): Promise<{
+  code: number;
+  out: string;
+  err: string;
+}> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", script, ...extra],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, out: text.decode(stdout), err: text.decode(stderr) };
+}
+
+e2eTest(
+  "npm start: a second stack on the same data folder is refused naming the first; npm run status prints the running one's URLs and keys; its lines are in <data dir>/logs/stack.log",
+  async () => {
+    const running = await start(args());
+    try {
+      const second = await run("local/start.ts", args());
+      assert.equal(second.code, 1, second.out + second.err);
+      assert.match(
+        second.err,
+        /^npm start failed: The data folder \S+ is in use by another local stack \(process \d+, http:\/\/127\.0\.0\.1:\d+\)\. Stop that one/,
+      );
+      const status = await run("local/status.ts", ["--data-dir", dataDir]);
+      assert.equal(status.code, 0, status.err);
+      assert.ok(status.out.includes(`API URL: ${running.apiUrl}`));
+      assert.ok(status.out.includes(`anon key: ${running.anonKey}`));
+      assert.ok(status.out.includes(`Inbox: ${running.apiUrl}/inbox/`));
+      const log = await Deno.readTextFile(`${dataDir}/logs/stack.log`);
+      assert.ok(log.includes(`Serving the API on ${running.apiUrl}`), log);
+    } finally {
+      assert.equal((await stop(running)).code, 0);
+    }
+    const gone = await run("local/status.ts", ["--data-dir", dataDir]);
+    assert.equal(gone.code, 1);
+    assert.match(gone.err, /No local stack is running on/);
+  },
+);
+
+e2eTest(
+  "npm start --reset: starts on an empty local database, migrated and seeded again (refused with --database-url)",
+  async () => {
+    if (db) {
+      const refused = await run("local/start.ts", [...args(), "--reset"]);
+      assert.equal(refused.code, 1);
+      assert.match(refused.err, /--reset deletes the local PGlite data/);
+      return;
+    }
+    const running = await start([...args(), "--reset"]);
+    try {
+      const out = running.output();
+      assert.match(out, /Deleted the local database in /);
+      assert.match(out, /Applying migration 20261122080000_create_usuarios/);
     } finally {
       assert.equal((await stop(running)).code, 0);
     }

@@ -80,3 +80,110 @@ export function adminWriteProxy(
     close: () => server.shutdown(),
   };
 }
+
+/**
+ * A loopback TCP proxy to the Postgres server of `dbUrl` that, once armed,
+ * lets the next `COMMIT` through to the database and then cuts the
+ * client's connection before the answer comes back: the transaction is
+ * committed, and the client sees a dropped connection. Later connections
+ * are forwarded untouched. Serve the functions against `url` with
+ * `withFunctionEnv({ SUPABASE_DB_URL })`.
+ */
+export function commitAnswerDroppingProxy(dbUrl: string): {
+  url: string;
+  /** Drops the answer of the next COMMIT; resolves once it has. */
+  arm: () => Promise<void>;
+  close: () => Promise<void>;
+} {
+  const target = new URL(dbUrl);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let armed: (() => void) | null = null;
+  const open = new Set<Deno.Conn>();
+  const pipe = async (
+    from: Deno.Conn,
+    to: Deno.Conn,
+    link: { silenced: boolean; cut: () => void },
+    watch: boolean,
+  ) => {
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await from.read(buf);
+        if (n === null) break;
+        const chunk = buf.subarray(0, n);
+        // postgres.js sends COMMIT as the text of a Parse message.
+        const done = watch && armed &&
+            _COMMIT.test(new TextDecoder("latin1").decode(chunk))
+          ? armed
+          : null;
+        // From here on, nothing the server says reaches the client.
+        if (done) link.silenced = true;
+        if (!watch && link.silenced) continue;
+        await to.write(chunk);
+        if (done) {
+          armed = null;
+          // Let the server act on it, then cut the client off.
+          await new Promise((r) => setTimeout(r, 200));
+          link.cut();
+          done();
+          break;
+        }
+      }
+    } catch {
+      // A side closed.
+    }
+    link.cut();
+  };
+  (async () => {
+    for await (const client of listener) {
+      const server = await Deno.connect({
+        hostname: target.hostname,
+        port: Number(target.port || 5432),
+      });
+      open.add(client);
+      open.add(server);
+      let closed = false;
+      const link = {
+        silenced: false,
+        cut: () => {
+          if (closed) return;
+          closed = true;
+          for (const c of [client, server]) {
+            open.delete(c);
+            try {
+              c.close();
+            } catch {
+              // Already closed.
+            }
+          }
+        },
+      };
+      pipe(client, server, link, true);
+      pipe(server, client, link, false);
+    }
+  })().catch(() => {});
+  const proxied = new URL(dbUrl);
+  proxied.hostname = "127.0.0.1";
+  proxied.port = String((listener.addr as Deno.NetAddr).port);
+  return {
+    url: proxied.href,
+    arm: () => new Promise<void>((resolve) => (armed = resolve)),
+    close: () => {
+      listener.close();
+      for (const c of open) {
+        try {
+          c.close();
+        } catch {
+          // Already closed.
+        }
+      }
+      return Promise.resolve();
+    },
+  };
+}
+
+// The statement text `commit`, NUL-terminated, right after the statement
+// name's NUL (Parse) or the message length (Query): the wire bytes are
+// control characters by nature.
+// deno-lint-ignore no-control-regex
+const _COMMIT = /[\x00-\x1f]commit\x00/i;

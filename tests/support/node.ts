@@ -1,20 +1,18 @@
 /**
  * A Node.js for the app-side smoke test, of the major version the README
  * names for apps. The pinned `@supabase/*` packages need Node 22 (their
- * `engines`; Node 20 has no native WebSocket, so `createClient` throws), and
- * the stack itself runs on Deno, so a machine may well have only an older
- * Node. Then the official Node binary is installed from the npm registry
- * (package `node-<os>-<arch>`, the one the `node` package installs), into the
- * git-ignored `.local/`, once: it is a single executable that needs no
- * download of its own.
+ * `engines`; Node 20 has no native WebSocket, so `createClient` throws),
+ * and the stack itself runs on Deno, so a machine may well have only an
+ * older Node. `npm ci` therefore installs the official Node 22 binary as
+ * an optional dependency pinned in package-lock.json (`node-<os>-<arch>`,
+ * the package the npm `node` package installs; npm skips the ones for
+ * other platforms): nothing is fetched while the tests run.
  *
  * @module
  */
 
 /** The Node.js major version apps need, as the README says. */
 export const APP_NODE_MAJOR = 22;
-/** The exact version installed when the machine has no Node that new. */
-export const APP_NODE_VERSION = "22.23.3";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -36,51 +34,21 @@ export async function nodeMajor(path: string): Promise<number | null> {
 
 /**
  * Path of a Node binary of at least {@linkcode APP_NODE_MAJOR}: `APP_NODE`
- * when set, else `node` on the PATH when new enough, else the pinned
- * version from the npm registry (installed on first use).
+ * when set, else the one `npm ci` installed (`node_modules/.bin/node`),
+ * else `node` on the PATH when new enough. Throws, naming what to do, when
+ * there is none.
  */
 export async function appNode(): Promise<string> {
   const configured = Deno.env.get("APP_NODE");
-  const candidates = configured ? [configured] : ["node", _installedPath()];
+  const candidates = configured
+    ? [configured]
+    : [`${ROOT}node_modules/.bin/node`, "node"];
   for (const path of candidates) {
     if (((await nodeMajor(path)) ?? 0) >= APP_NODE_MAJOR) return path;
   }
-  if (configured) {
-    throw new Error(`APP_NODE=${configured} is not Node ${APP_NODE_MAJOR}+`);
-  }
-  const out = await new Deno.Command("npm", {
-    args: [
-      "install",
-      "--prefix",
-      `${ROOT}.local/node-${APP_NODE_MAJOR}`,
-      "--no-save",
-      "--no-package-lock",
-      "--no-audit",
-      "--no-fund",
-      `${_packageName()}@${APP_NODE_VERSION}`,
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const path = _installedPath();
-  if (!out.success || (await nodeMajor(path)) !== APP_NODE_MAJOR) {
-    throw new Error(
-      `could not install Node ${APP_NODE_VERSION} from the npm registry: ${
-        new TextDecoder().decode(out.stderr)
-      }`,
-    );
-  }
-  return path;
-}
-
-function _packageName(): string {
-  const os = Deno.build.os === "windows" ? "win" : Deno.build.os;
-  const arch = Deno.build.arch === "x86_64" ? "x64" : "arm64";
-  return `node-${os}-${arch}`;
-}
-
-function _installedPath(): string {
-  const exe = Deno.build.os === "windows" ? "node.exe" : "bin/node";
-  return `${ROOT}.local/node-${APP_NODE_MAJOR}/node_modules/${_packageName()}/${exe}`;
+  throw new Error(
+    configured
+      ? `APP_NODE=${configured} is not Node ${APP_NODE_MAJOR}+`
+      : `No Node ${APP_NODE_MAJOR}+: node_modules/.bin/node is missing (run npm ci; it installs Node ${APP_NODE_MAJOR} on Linux x64/arm64 and macOS x64) and the PATH's node is older. Install Node ${APP_NODE_MAJOR} or set APP_NODE to one`,
+  );
 }

@@ -1,15 +1,17 @@
 /**
  * A stack for end-to-end tests: its own ports, in-memory PGlite or a fresh
- * database on the PostgreSQL named by `TEST_DATABASE_URL`, or, when
- * `E2E_SUPABASE_URL` is set, an already running stack (`supabase start` or
- * a hosted project) reached with `E2E_SUPABASE_ANON_KEY`,
- * `E2E_SUPABASE_SERVICE_ROLE_KEY` and `E2E_DB_URL`.
+ * database created on the PostgreSQL named by `TEST_DATABASE_URL` (and
+ * dropped at close). Never anything it did not create: the tests drop
+ * columns and indexes, delete rows and leave accounts behind, which would
+ * destroy a real project's data. {@linkcode refuseForeignTarget} turns away
+ * settings that point at one.
  *
  * @module
  */
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { closeDatabases } from "../../supabase/functions/_shared/db.ts";
+import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
 import { functionEnv, localFunctions } from "../../local/functions.ts";
 import { createGateway } from "../../local/gateway.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
@@ -22,10 +24,11 @@ export interface TestStack {
   readonly dbUrl: string;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
-  /** Whether this is an already running stack (`E2E_SUPABASE_URL`) that closing leaves up. */
-  readonly external: boolean;
-  /** The key the local Auth signs access tokens with (absent for an external stack). */
-  readonly signingKey: SigningKey | null;
+  /** The `sb_publishable_…` and `sb_secret_…` keys the stack issues. */
+  readonly publishableKey: string;
+  readonly secretKey: string;
+  /** The key the local Auth signs access tokens with. */
+  readonly signingKey: SigningKey;
   /** Direct connection to the stack's database, as the test's own eyes. */
   readonly sql: postgres.Sql;
   /** A fresh anon supabase-js client (no session persisted). */
@@ -50,6 +53,12 @@ export interface CreateUserOptions {
   password?: string;
   /** Confirm the email (default true). */
   confirmed?: boolean;
+  /**
+   * Stamp the address as an operator does for an `ADMIN_EMAILS`
+   * administrator: `app_metadata.admin_verified_email` = the email
+   * (`_shared/email_proof.ts`). Default false.
+   */
+  adminVerified?: boolean;
   /**
    * The `usuarios` row to insert (columns as given; `auth_user_id: true`
    * links the new identity). `null` (default): no row.
@@ -84,37 +93,27 @@ export async function startTestStack(
     emailConfirmations?: boolean;
   } = {},
 ): Promise<TestStack> {
-  const external = Deno.env.get("E2E_SUPABASE_URL");
-  let apiUrl: string, dbUrl: string, anonKey: string, serviceRoleKey: string;
-  let stop: () => Promise<void>;
-  let signingKey: SigningKey | null = null;
-  if (external) {
-    apiUrl = external;
-    dbUrl = _required("E2E_DB_URL");
-    anonKey = _required("E2E_SUPABASE_ANON_KEY");
-    serviceRoleKey = _required("E2E_SUPABASE_SERVICE_ROLE_KEY");
-    stop = async () => {};
-  } else {
-    const db = Deno.env.get("TEST_DATABASE_URL")
-      ? await createTestDatabase()
-      : null;
-    signingKey = await generateSigningKey();
-    const stack = await startStack({
-      signingKey,
-      apiPort: 0,
-      dbPort: 0,
-      dataDir: null,
-      databaseUrl: db?.url,
-      functionEnv: options.functionEnv,
-      emailConfirmations: options.emailConfirmations,
-      seedIdentities: false,
-    });
-    ({ apiUrl, dbUrl, anonKey, serviceRoleKey } = stack);
-    stop = async () => {
-      await stack.close();
-      await db?.close();
-    };
-  }
+  refuseForeignTarget();
+  const db = Deno.env.get("TEST_DATABASE_URL")
+    ? await createTestDatabase()
+    : null;
+  const signingKey = await generateSigningKey();
+  const stack = await startStack({
+    signingKey,
+    apiPort: 0,
+    dbPort: 0,
+    dataDir: null,
+    databaseUrl: db?.url,
+    functionEnv: options.functionEnv,
+    emailConfirmations: options.emailConfirmations,
+    seedIdentities: false,
+  });
+  const { apiUrl, dbUrl, anonKey, serviceRoleKey, publishableKey, secretKey } =
+    stack;
+  const stop = async () => {
+    await stack.close();
+    await db?.close();
+  };
   const sql = postgres(dbUrl, { max: 2, prepare: false, onnotice: () => {} });
   const client = (key: string) =>
     createClient(apiUrl, key, {
@@ -130,7 +129,8 @@ export async function startTestStack(
     dbUrl,
     anonKey,
     serviceRoleKey,
-    external: Boolean(external),
+    publishableKey,
+    secretKey,
     signingKey,
     sql,
     anon: () => client(anonKey),
@@ -140,6 +140,8 @@ export async function startTestStack(
         dbUrl,
         anonKey,
         serviceRoleKey,
+        publishableKey: publishableKey || undefined,
+        secretKey: secretKey || undefined,
         overrides,
       });
       const server = Deno.serve(
@@ -170,6 +172,9 @@ export async function startTestStack(
         email,
         password,
         email_confirm: opts.confirmed ?? true,
+        ...(opts.adminVerified
+          ? { app_metadata: { [ADMIN_STAMP]: email } }
+          : {}),
       });
       if (created.error) throw created.error;
       const id = created.data.user.id;
@@ -200,8 +205,28 @@ export async function startTestStack(
   };
 }
 
-function _required(name: string): string {
-  const value = Deno.env.get(name);
-  if (!value) throw new Error(`"${name}" must be set with E2E_SUPABASE_URL`);
-  return value;
+/**
+ * Settings that would point the tests at a stack they did not start: the
+ * former `E2E_SUPABASE_URL` mode ran the suite against `supabase start` or
+ * a hosted project, and destroyed its data.
+ */
+export const FOREIGN_TARGET_SETTINGS: readonly string[] = [
+  "E2E_SUPABASE_URL",
+  "E2E_DB_URL",
+  "E2E_SUPABASE_ANON_KEY",
+  "E2E_SUPABASE_SERVICE_ROLE_KEY",
+];
+
+/**
+ * Throws when a setting names a stack or database the tests did not
+ * create ({@linkcode FOREIGN_TARGET_SETTINGS}), before anything is touched.
+ */
+export function refuseForeignTarget(): void {
+  const set = FOREIGN_TARGET_SETTINGS.filter((name) => Deno.env.get(name));
+  if (set.length === 0) return;
+  throw new Error(
+    `${
+      set.map((n) => `"${n}"`).join(", ")
+    } set: the tests run only against a stack they start themselves (they drop columns, delete rows and create accounts). Unset it; TEST_DATABASE_URL names a PostgreSQL server on which they create, and drop, a database of their own.`,
+  );
 }

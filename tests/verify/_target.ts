@@ -8,6 +8,7 @@
 import postgres from "postgres";
 import { signEs256 } from "../../local/auth/jwt.ts";
 import type { SigningKey } from "../../local/auth/mod.ts";
+import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
 import type { Secrets } from "./_support.ts";
 
 /** A running stack, as the suites see it. */
@@ -48,6 +49,11 @@ export interface SignedInUserOptions {
   confirmed?: boolean;
   /** The `usuarios` row to insert; `auth_user_id: true` links it. Default none. */
   row?: Record<string, unknown> | null;
+  /**
+   * Stamp the address as an operator does for an `ADMIN_EMAILS`
+   * administrator (`app_metadata.admin_verified_email`). Default false.
+   */
+  adminVerified?: boolean;
 }
 
 /**
@@ -68,6 +74,9 @@ export async function signedInUser(
     email,
     password,
     email_confirm: confirmed,
+    ...(options.adminVerified
+      ? { app_metadata: { [ADMIN_STAMP]: email } }
+      : {}),
   });
   const id = String(created.id);
   let token: string;

@@ -1,8 +1,11 @@
 /**
  * Attacks: forged, tampered, expired and revoked tokens, keys used as
- * tokens, identities that borrow an administrator's name or an unconfirmed
- * administrator email, SQL and JSON injection in every field, and CORS
- * preflights that try to send credentials. None may get through, and the
+ * tokens, identities that borrow an administrator's name, an unconfirmed
+ * administrator email, one claimed by signing up first, one without an
+ * account taken by the first sign-up, a flood of
+ * refused calls against the audit, addresses hidden in usernames, SQL and
+ * JSON injection in every field, and CORS preflights that try to send
+ * credentials. None may get through, and the
  * `usuarios` table must be intact afterwards.
  *
  * @module
@@ -299,6 +302,9 @@ export async function runAttacks(
 
   for (const f of await _forgedTokens(t, admin)) {
     for (const fn of o.functions) {
+      // The project's service role key is auth-sync's trusted server
+      // caller (docs/api.md "auth-sync"), not an attack there.
+      if (fn === "auth-sync" && f.token === t.serviceRoleKey) continue;
       await _expectRejected(
         t,
         tally,
@@ -361,6 +367,7 @@ export async function runAttacks(
 
   if (o.functions.includes("auth-sync")) {
     await _adminImpostors(t, tally, tag, victim);
+    await _auditFlood(t, tally);
   }
 
   await _injection(t, tally, o, victim, injectionTarget);
@@ -490,12 +497,175 @@ async function _adminImpostors(
   } else {
     tally.fail(category, "no unconfirmed address in ADMIN_EMAILS to test with");
   }
+  await _claimedAdminAddress(t, tally, victim);
+  await _firstSignUpOfAdminAddress(t, tally, victim);
   await _signUpFirst(t, tally, tag, victim, realAdmin);
   const v = await _presence(t, victim.rowId!);
   tally.check(
     category,
     v.nombre_usuario !== "pwned",
     () => "victim's username was changed",
+  );
+}
+
+/**
+ * An `ADMIN_EMAILS` address whose account an administrator created
+ * unconfirmed: with confirmations off, Auth hands that account, confirmed,
+ * to whoever signs up with the address first. The stranger gets no rights:
+ * no write, no read of emails.
+ */
+async function _claimedAdminAddress(
+  t: Target,
+  tally: Tally,
+  victim: User,
+): Promise<void> {
+  const category = "attack: claimed administrator address";
+  const listed = t.adminEmails.find((e) => e.startsWith("claimed"));
+  if (!listed) {
+    tally.fail(category, "no claimable address in ADMIN_EMAILS to test with");
+    return;
+  }
+  await signedInUser(t, { email: listed, confirmed: false });
+  const stranger = await signedUpUser(t, listed);
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "auth-sync",
+    "sign-up that claimed a listed address",
+    stranger.token,
+    { action: "update", id: victim.rowId, password: "Pwned-by-claim-1" },
+    [404],
+  );
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "presence",
+    "sign-up that claimed a listed address",
+    stranger.token,
+    { ids: [victim.rowId] },
+    [404],
+  );
+}
+
+/**
+ * An `ADMIN_EMAILS` address that has no account yet: with confirmations
+ * off, a stranger who signs up with it first is confirmed at once, as an
+ * account an administrator creates confirmed would be. Without the
+ * operator's stamp (`app_metadata.admin_verified_email`) it gets no rights:
+ * no write, no read of emails. Positive control: a listed account the
+ * operator stamped is an administrator.
+ */
+async function _firstSignUpOfAdminAddress(
+  t: Target,
+  tally: Tally,
+  victim: User,
+): Promise<void> {
+  const category = "attack: first sign-up with an administrator address";
+  const fresh = t.adminEmails.find((e) => e.startsWith("fresh"));
+  const stamped = t.adminEmails.find((e) => e.startsWith("stamped"));
+  if (!fresh || !stamped) {
+    tally.fail(category, "no fresh and stamped addresses in ADMIN_EMAILS");
+    return;
+  }
+  const operatorsOwn = await signedInUser(t, {
+    email: stamped,
+    adminVerified: true,
+  });
+  tally.count(category);
+  const control = await post(t.apiUrl, "presence", {
+    headers: { Authorization: `Bearer ${operatorsOwn.token}` },
+    body: JSON.stringify({ ids: [victim.rowId] }),
+  });
+  tally.check(
+    category,
+    control.status === 200 && "correo" in (control.body?.users?.[0] ?? {}),
+    () =>
+      `positive control: stamped listed account got ${control.status} ${
+        control.text.slice(0, 160)
+      }`,
+  );
+
+  const stranger = await signedUpUser(t, fresh);
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "auth-sync",
+    "first sign-up with a listed address",
+    stranger.token,
+    { action: "update", id: victim.rowId, password: "Pwned-by-first-1" },
+    [404],
+  );
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "auth-sync",
+    "first sign-up with a listed address",
+    stranger.token,
+    { action: "sync", dry_run: true },
+    [404],
+  );
+  await _expectRejected(
+    t,
+    tally,
+    category,
+    "presence",
+    "first sign-up with a listed address",
+    stranger.token,
+    { ids: [victim.rowId] },
+    [404],
+  );
+  tally.count(category);
+  const signIn = await fetch(`${t.apiUrl}/auth/v1/token?grant_type=password`, {
+    method: "POST",
+    headers: { apikey: t.anonKey, "Content-Type": "application/json" },
+    body: JSON.stringify({ email: victim.email, password: "Pwned-by-first-1" }),
+  });
+  await signIn.body?.cancel();
+  tally.check(
+    category,
+    signIn.status === 400,
+    () =>
+      `the stranger's password opens the victim's account (${signIn.status})`,
+  );
+}
+
+/**
+ * A standard user's refused auth-sync calls, many and each naming another
+ * row: every attempt is counted, and the audit grows by a handful of rows a
+ * minute at most, not a row a call.
+ */
+async function _auditFlood(t: Target, tally: Tally): Promise<void> {
+  const category = "attack: audit flood";
+  const pest = await signedInUser(t, { row: { auth_user_id: true } });
+  const calls = 40;
+  for (let i = 0; i < calls; i++) {
+    await _expectRejected(
+      t,
+      tally,
+      category,
+      "auth-sync",
+      "refused update",
+      pest.token,
+      { action: "update", id: 1_000_000 + i, nombre_usuario: "flood" },
+      [403],
+    );
+  }
+  const rows = await t.sql<{ minute: string; n: number; attempts: number }[]>`
+    select refused_minute::text as minute, count(*)::int as n,
+           sum(attempts)::int as attempts
+    from public.auth_sync_audit
+    where actor_auth_user_id = ${pest.id}
+    group by refused_minute`;
+  tally.count(category);
+  tally.check(
+    category,
+    rows.every((r) => r.minute !== null && r.n <= 6) &&
+      rows.reduce((sum, r) => sum + r.attempts, 0) === calls,
+    () => `audit rows of ${calls} refusals: ${JSON.stringify(rows)}`,
   );
 }
 
@@ -749,6 +919,12 @@ async function _presenceReads(
       body: JSON.stringify(body),
     });
   const privacy = "attack: presence read privacy";
+  // Addresses hidden inside usernames, not only a whole-email username.
+  const tag = crypto.randomUUID().slice(0, 6);
+  await t.sql`insert into public.usuarios (nombre_usuario) values
+    (${`ana${tag}@corp.test;ana.old${tag}@mail.test`}),
+    (${`Ana Ruiz <ana.r${tag}@corp.test>`}),
+    (${`ana.r${tag}@corp.test / ana-${tag}`})`;
   const linked = new Set(
     (await t.sql<{ v: string }[]>`
       select correo as v from public.usuarios where correo is not null

@@ -29,7 +29,13 @@ import { runDbOutage, runProviderFaults } from "./faults.ts";
 import { cursorKeySecrets, scanLogs } from "./secrets.ts";
 
 const SEED = Number(Deno.env.get("VERIFY_SEED") ?? 20261122);
-const ADMIN_EMAILS = ["jefa@example.com", "unconfirmed-boss@verify.test"];
+const ADMIN_EMAILS = [
+  "jefa@example.com",
+  "unconfirmed-boss@verify.test",
+  "claimed-boss@verify.test",
+  "fresh-boss@verify.test",
+  "stamped-boss@verify.test",
+];
 
 const logs = captureConsole();
 const db = Deno.env.get("TEST_DATABASE_URL")
@@ -51,6 +57,8 @@ const stack = await startStack({
 const secrets = new Secrets();
 secrets.add(stack.dbUrl, signingKey.privateJwk.d, LOCAL_JWT_SECRET);
 secrets.add(...await cursorKeySecrets(stack.serviceRoleKey));
+// The functions sign cursors with the secret key where they have one.
+secrets.add(stack.secretKey, ...await cursorKeySecrets(stack.secretKey));
 const t: Target = {
   apiUrl: stack.apiUrl,
   dbUrl: stack.dbUrl,

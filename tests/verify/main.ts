@@ -62,7 +62,13 @@ const seed = Number(
 );
 const badRequests = Number(values.requests ?? 2500);
 const loadUsers = Number(values.users ?? 1000);
-const ADMIN_EMAILS = ["jefa@example.com", "unconfirmed-boss@verify.test"];
+const ADMIN_EMAILS = [
+  "jefa@example.com",
+  "unconfirmed-boss@verify.test",
+  "claimed-boss@verify.test",
+  "fresh-boss@verify.test",
+  "stamped-boss@verify.test",
+];
 
 const tally = new Tally();
 const secrets = new Secrets();
@@ -175,6 +181,11 @@ try {
   const serviceRoleKey =
     /service_role key: (\S+)/.exec(banner.join("\n"))?.[1] ?? "";
   secrets.add(...await cursorKeySecrets(serviceRoleKey));
+  // The functions sign cursors with the secret key where they have one.
+  const secretKey = /Secret key: (\S+)/.exec(banner.join("\n"))?.[1] ?? "";
+  if (secretKey) {
+    secrets.add(secretKey, ...await cursorKeySecrets(secretKey));
+  }
   const t: Target = {
     apiUrl,
     dbUrl,

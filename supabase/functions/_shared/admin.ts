@@ -4,6 +4,8 @@
  * @module
  */
 import type { Identity } from "./auth.ts";
+import { autoconfirms, ownsListedAddress } from "./email_proof.ts";
+import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 import type { MatchedRow } from "./match_user.ts";
 
@@ -27,35 +29,58 @@ export function isAdminRole(rol: string | null | undefined): boolean {
   return ADMIN_ROLES.has((rol ?? "").trim().toLowerCase());
 }
 
+/** What {@linkcode isAdmin} needs besides the caller and its row. */
+export interface AdminPolicy {
+  /** `ADMIN_EMAILS`, lower-cased. */
+  readonly adminEmails: ReadonlySet<string>;
+  /**
+   * Whether Auth confirms sign-ups at once (`mailer_autoconfirm`); asked
+   * only for a confirmed, listed address that no operator stamped.
+   */
+  readonly autoconfirm: () => Promise<boolean>;
+}
+
+/**
+ * The policy of a function's environment: its `ADMIN_EMAILS`, and Auth's
+ * own `GET /auth/v1/settings` for `mailer_autoconfirm`.
+ */
+export function adminPolicy(env: FunctionEnv): AdminPolicy {
+  return { adminEmails: env.adminEmails, autoconfirm: () => autoconfirms(env) };
+}
+
 /**
  * Whether the identity is an administrator, proven one of two ways:
  *
- * - its email is confirmed and listed in `ADMIN_EMAILS` (with or without a
- *   row). Residual risk: on a project that confirms sign-ups at once, a
- *   listed address that has no account yet can be claimed by whoever signs
- *   up with it first; list only addresses whose accounts exist;
  * - its row is linked to it by `auth_user_id` and has an administrator
  *   `rol`. A row matched by `correo` or `nombre_usuario` never grants
  *   rights: with confirmations off (`supabase start`'s default) anyone can
  *   sign up with an address that is on a row, and on a table without
  *   `auth_user_id` there is no link to prove ownership at all, so there only
- *   `ADMIN_EMAILS` makes administrators.
+ *   `ADMIN_EMAILS` makes administrators;
+ * - its email is listed in `ADMIN_EMAILS` (with or without a row) and it
+ *   has proven it owns that mailbox (`email_proof.ts`
+ *   {@linkcode ownsListedAddress}): an operator stamped the address in the
+ *   account's `app_metadata`, or it was confirmed on a project that
+ *   confirms by mail. With confirmations off a confirmation is no proof: a
+ *   stranger's first sign-up with a listed address is confirmed at once.
  *
  * @example
  * ```ts
- * isAdmin(identity, { id: 1, rol: "admin", level: "auth_user_id" }, new Set()); // true
+ * await isAdmin(identity, { id: 1, rol: "admin", level: "auth_user_id" }, policy); // true
  * ```
  */
-export function isAdmin(
+export async function isAdmin(
   identity: Identity,
   row: MatchedRow | null,
-  adminEmails: ReadonlySet<string>,
-): boolean {
-  if (
-    identity.emailConfirmed && identity.email !== null &&
-    adminEmails.has(identity.email)
-  ) return true;
-  return row !== null && row.level === "auth_user_id" && isAdminRole(row.rol);
+  policy: AdminPolicy,
+): Promise<boolean> {
+  if (row !== null && row.level === "auth_user_id" && isAdminRole(row.rol)) {
+    return true;
+  }
+  if (identity.email === null || !policy.adminEmails.has(identity.email)) {
+    return false;
+  }
+  return await ownsListedAddress(identity, policy.autoconfirm);
 }
 
 /**
@@ -63,12 +88,12 @@ export function isAdmin(
  * row gives 404 `user_not_found`, a row without rights 403
  * `admin_required`.
  */
-export function requireAdmin(
+export async function requireAdmin(
   identity: Identity,
   row: MatchedRow | null,
-  adminEmails: ReadonlySet<string>,
-): void {
-  if (isAdmin(identity, row, adminEmails)) return;
+  policy: AdminPolicy,
+): Promise<void> {
+  if (await isAdmin(identity, row, policy)) return;
   if (!row) throw new HttpError("user_not_found");
   throw new HttpError("admin_required");
 }

@@ -1,24 +1,58 @@
 import assert from "node:assert/strict";
-import { isAdmin, isAdminRole, requireAdmin } from "./admin.ts";
+import {
+  type AdminPolicy,
+  isAdmin,
+  isAdminRole,
+  requireAdmin,
+} from "./admin.ts";
 import type { Identity } from "./auth.ts";
 import { HttpError } from "./errors.ts";
 import type { MatchedRow } from "./match_user.ts";
 
-const ana: Identity = { id: "u1", email: "ana@x.io", emailConfirmed: true };
+// Confirmed, and stamped by an operator (admin API app_metadata).
+const ana: Identity = {
+  id: "u1",
+  email: "ana@x.io",
+  emailConfirmed: true,
+  appMetadata: { provider: "email", admin_verified_email: "ana@x.io" },
+};
+// Confirmed with no stamp: a sign-up under autoconfirm (first, or a claim
+// of an unconfirmed account), or a confirmation by mail.
+const claimed: Identity = {
+  ...ana,
+  appMetadata: { provider: "email", providers: ["email"] },
+};
+const unconfirmed: Identity = { ...ana, emailConfirmed: false };
 const row = (rol: string, level: MatchedRow["level"]): MatchedRow => ({
   id: 1,
   rol,
   level,
 });
-const code = (fn: () => void) => {
+/** A policy; `asked` counts the settings look-ups. */
+function policy(
+  emails: string[],
+  autoconfirm = true,
+): AdminPolicy & { asked: number } {
+  const p = {
+    adminEmails: new Set(emails),
+    asked: 0,
+    autoconfirm: () => {
+      p.asked++;
+      return Promise.resolve(autoconfirm);
+    },
+  };
+  return p;
+}
+const none = () => policy([]);
+async function code(fn: () => Promise<void>): Promise<string> {
   try {
-    fn();
+    await fn();
     return "ok";
   } catch (e) {
     assert.ok(e instanceof HttpError);
     return e.code;
   }
-};
+}
 
 Deno.test("isAdminRole: the four roles, trimmed and case-insensitive", () => {
   for (const r of ["administrador", "ADMIN", " superadmin ", "Super-Admin"]) {
@@ -29,78 +63,95 @@ Deno.test("isAdminRole: the four roles, trimmed and case-insensitive", () => {
   }
 });
 
-Deno.test("requireAdmin: rol counts only on a row linked by auth_user_id", () => {
+Deno.test("requireAdmin: rol counts only on a row linked by auth_user_id", async () => {
   assert.equal(
-    code(() => requireAdmin(ana, row("admin", "auth_user_id"), new Set())),
+    await code(() => requireAdmin(ana, row("admin", "auth_user_id"), none())),
     "ok",
   );
 });
 
-Deno.test("requireAdmin: a row matched by correo never grants rights (a sign-up proves no mailbox)", () => {
+Deno.test("requireAdmin: a row matched by correo never grants rights (a sign-up proves no mailbox)", async () => {
   assert.equal(
-    code(() => requireAdmin(ana, row("admin", "correo"), new Set())),
+    await code(() => requireAdmin(ana, row("admin", "correo"), none())),
     "admin_required",
   );
 });
 
-Deno.test("requireAdmin: a row reached through nombre_usuario never grants rights", () => {
-  assert.equal(
-    code(() =>
-      requireAdmin(ana, row("admin", "nombre_usuario_local"), new Set())
-    ),
-    "admin_required",
-  );
-  assert.equal(
-    code(() =>
-      requireAdmin(ana, row("admin", "nombre_usuario_email"), new Set())
-    ),
-    "admin_required",
-  );
+Deno.test("requireAdmin: a row reached through nombre_usuario never grants rights", async () => {
+  for (
+    const level of ["nombre_usuario_local", "nombre_usuario_email"] as const
+  ) {
+    assert.equal(
+      await code(() => requireAdmin(ana, row("admin", level), none())),
+      "admin_required",
+    );
+  }
 });
 
-Deno.test("requireAdmin: ADMIN_EMAILS needs a confirmed email and no row", () => {
-  const admins = new Set(["ana@x.io"]);
-  assert.equal(code(() => requireAdmin(ana, null, admins)), "ok");
+Deno.test("requireAdmin: ADMIN_EMAILS needs a confirmed email and no row", async () => {
+  const admins = policy(["ana@x.io"]);
+  assert.equal(await code(() => requireAdmin(ana, null, admins)), "ok");
   assert.equal(
-    code(() => requireAdmin({ ...ana, emailConfirmed: false }, null, admins)),
+    await code(() => requireAdmin(unconfirmed, null, admins)),
     "user_not_found",
   );
   assert.equal(
-    code(() =>
-      requireAdmin(
-        { ...ana, emailConfirmed: false },
-        row("usuario", "correo"),
-        admins,
-      )
+    await code(() =>
+      requireAdmin(unconfirmed, row("usuario", "correo"), admins)
     ),
     "admin_required",
   );
 });
 
-Deno.test("requireAdmin: no row gives 404, a row without rights 403", () => {
+Deno.test("isAdmin: ADMIN_EMAILS trusts an account an operator stamped without asking Auth's settings", async () => {
+  const admins = policy(["ana@x.io"], true);
+  assert.equal(await isAdmin(ana, null, admins), true);
+  assert.equal(admins.asked, 0);
+});
+
+Deno.test("isAdmin: ADMIN_EMAILS refuses a confirmed, unstamped account while Auth autoconfirms (a first sign-up or a claim)", async () => {
+  const admins = policy(["ana@x.io"], true);
+  assert.equal(await isAdmin(claimed, null, admins), false);
+  assert.equal(admins.asked, 1);
   assert.equal(
-    code(() => requireAdmin(ana, null, new Set())),
-    "user_not_found",
-  );
-  assert.equal(
-    code(() => requireAdmin(ana, row("usuario", "auth_user_id"), new Set())),
+    await code(() => requireAdmin(claimed, row("usuario", "correo"), admins)),
     "admin_required",
   );
 });
 
-Deno.test("isAdmin: true exactly where requireAdmin passes", () => {
-  const boss = new Set(["ana@x.io"]);
-  assert.equal(isAdmin(ana, row("admin", "auth_user_id"), new Set()), true);
-  assert.equal(isAdmin(ana, row("admin", "correo"), new Set()), false);
-  assert.equal(isAdmin(ana, null, boss), true);
-  assert.equal(isAdmin(ana, row("usuario", "correo"), new Set()), false);
+Deno.test("isAdmin: ADMIN_EMAILS refuses a stamp that names another address (the email changed since)", async () => {
+  const moved: Identity = {
+    ...ana,
+    email: "ana.new@x.io",
+  };
+  const admins = policy(["ana@x.io", "ana.new@x.io"], true);
+  assert.equal(await isAdmin(moved, null, admins), false);
+});
+
+Deno.test("isAdmin: ADMIN_EMAILS accepts an unstamped confirmation where Auth confirms by mail (a mail round trip)", async () => {
+  assert.equal(await isAdmin(claimed, null, policy(["ana@x.io"], false)), true);
+});
+
+Deno.test("isAdmin: a linked administrator row needs no ADMIN_EMAILS proof and no settings look-up", async () => {
+  const p = policy([], true);
+  assert.equal(await isAdmin(claimed, row("admin", "auth_user_id"), p), true);
+  assert.equal(p.asked, 0);
+});
+
+Deno.test("isAdmin: an unlisted or absent email never asks Auth's settings", async () => {
+  const p = policy(["boss@x.io"], true);
+  assert.equal(await isAdmin(claimed, null, p), false);
+  assert.equal(await isAdmin({ ...claimed, email: null }, null, p), false);
+  assert.equal(p.asked, 0);
+});
+
+Deno.test("requireAdmin: no row gives 404, a row without rights 403", async () => {
   assert.equal(
-    isAdmin(ana, row("admin", "nombre_usuario_email"), new Set()),
-    false,
+    await code(() => requireAdmin(ana, null, none())),
+    "user_not_found",
   );
-  assert.equal(isAdmin(ana, null, new Set()), false);
   assert.equal(
-    isAdmin({ ...ana, emailConfirmed: false }, null, boss),
-    false,
+    await code(() => requireAdmin(ana, row("usuario", "auth_user_id"), none())),
+    "admin_required",
   );
 });

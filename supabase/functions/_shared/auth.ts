@@ -12,6 +12,7 @@ import {
   type SupabaseClient,
 } from "@supabase/supabase-js";
 import { decodeJwt } from "jose";
+import { createHash, timingSafeEqual } from "node:crypto";
 import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 
@@ -23,6 +24,11 @@ export interface Identity {
   readonly email: string | null;
   /** Whether Auth has confirmed the email. */
   readonly emailConfirmed: boolean;
+  /**
+   * `app_metadata` as Auth reports it: only the service role writes it
+   * (`user_metadata`, which the user writes, is not kept).
+   */
+  readonly appMetadata: Readonly<Record<string, unknown>>;
 }
 
 /** How long Supabase Auth may take before the provider counts as down. */
@@ -54,6 +60,71 @@ export function bearerToken(req: Request): string {
   return token;
 }
 
+/** A trusted server caller: it presented one of the project's secret keys. */
+export interface ServerCaller {
+  /**
+   * Which kind of key: `secret_key` (`sb_secret_…`, from
+   * `SUPABASE_SECRET_KEYS`) or `service_role_key` (the legacy JWT).
+   */
+  readonly via: "secret_key" | "service_role_key";
+}
+
+/**
+ * Whether the request comes from a trusted server: the `apikey` header or
+ * the `Authorization: Bearer` token is one of `env.secretKeys` (compared in
+ * constant time). supabase-js created with a secret key sends it as
+ * `apikey` only; a hand-written call may send it as a bearer token too.
+ *
+ * Refused with 401 `invalid_token` (`error: "Invalid API key"`), as
+ * Supabase's gateway refuses an unknown key: an `sb_secret_…` key in either
+ * header that is not one of the project's, and an `sb_` bearer token that is
+ * no key of the project. A publishable key as bearer token is answered as
+ * Auth answers the anon key (`invalid claim: missing sub claim`): it names
+ * the project, not a user. `null`: no secret key, so the caller is a user
+ * to authenticate.
+ *
+ * @example
+ * ```ts
+ * const server = serverCaller(req, env); // { via: "secret_key" } or null
+ * ```
+ */
+export function serverCaller(
+  req: Request,
+  env: FunctionEnv,
+): ServerCaller | null {
+  const header = req.headers.get("authorization");
+  const bearer = header?.startsWith("Bearer ")
+    ? header.slice("Bearer ".length).trim()
+    : null;
+  const apikey = req.headers.get("apikey")?.trim() || null;
+  for (const presented of [bearer, apikey]) {
+    if (presented && env.secretKeys.some((k) => _sameKey(presented, k))) {
+      return {
+        via: presented.startsWith("sb_") ? "secret_key" : "service_role_key",
+      };
+    }
+  }
+  if (
+    apikey?.startsWith(_SECRET_PREFIX) || bearer?.startsWith(_SECRET_PREFIX)
+  ) throw _invalidToken("Invalid API key");
+  if (bearer?.startsWith("sb_")) {
+    if (env.publishableKeys.some((k) => _sameKey(bearer, k))) {
+      throw _invalidToken("invalid claim: missing sub claim", "bad_jwt");
+    }
+    throw _invalidToken("Invalid API key");
+  }
+  return null;
+}
+
+const _SECRET_PREFIX = "sb_secret_";
+
+// Equal-length digests compared in constant time: how long the comparison
+// takes says nothing about how much of a guessed key was right.
+function _sameKey(presented: string, key: string): boolean {
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  return timingSafeEqual(digest(presented), digest(key));
+}
+
 /**
  * Validates a token with Supabase Auth and returns the identity.
  *
@@ -82,6 +153,7 @@ export async function authenticate(
     id: user.id,
     email: user.email ? user.email.toLowerCase() : null,
     emailConfirmed: Boolean(user.email_confirmed_at),
+    appMetadata: user.app_metadata ?? {},
   };
 }
 

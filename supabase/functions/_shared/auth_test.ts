@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { bearerToken } from "./auth.ts";
+import { bearerToken, serverCaller } from "./auth.ts";
+import { readEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 
 const req = (authorization?: string) =>
@@ -31,4 +32,100 @@ Deno.test("bearerToken: a missing header, another scheme or an empty token is 40
       return true;
     }, String(value));
   }
+});
+
+const KEYED_ENV = readEnv((name) =>
+  ({
+    SUPABASE_URL: "http://127.0.0.1:1",
+    SUPABASE_PUBLISHABLE_KEYS: '{"default":"sb_publishable_pub"}',
+    SUPABASE_SECRET_KEYS: '{"default":"sb_secret_one","ops":"sb_secret_two"}',
+    SUPABASE_SERVICE_ROLE_KEY: "legacy.service.jwt",
+    SUPABASE_DB_URL: "postgresql://u:p@h/db",
+  })[name]
+);
+
+function keyed(headers: Record<string, string>): Request {
+  return new Request("http://x/functions/v1/auth-sync", {
+    method: "POST",
+    headers,
+  });
+}
+
+function refusal(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof HttpError);
+    return { status: error.status, code: error.code, ...error.extra };
+  }
+  assert.fail("not refused");
+}
+
+Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy service role key makes a trusted caller", () => {
+  assert.deepEqual(
+    serverCaller(keyed({ apikey: "sb_secret_two" }), KEYED_ENV),
+    {
+      via: "secret_key",
+    },
+  );
+  assert.deepEqual(
+    serverCaller(
+      keyed({ Authorization: "Bearer sb_secret_one", apikey: "sb_secret_one" }),
+      KEYED_ENV,
+    ),
+    { via: "secret_key" },
+  );
+  assert.deepEqual(
+    serverCaller(
+      keyed({ Authorization: "Bearer legacy.service.jwt" }),
+      KEYED_ENV,
+    ),
+    { via: "service_role_key" },
+  );
+});
+
+Deno.test("serverCaller: a user's token, with or without the publishable apikey, is no server", () => {
+  assert.equal(
+    serverCaller(keyed({ Authorization: "Bearer a.b.c" }), KEYED_ENV),
+    null,
+  );
+  assert.equal(
+    serverCaller(
+      keyed({ Authorization: "Bearer a.b.c", apikey: "sb_publishable_pub" }),
+      KEYED_ENV,
+    ),
+    null,
+  );
+  assert.equal(serverCaller(keyed({}), KEYED_ENV), null);
+});
+
+Deno.test("serverCaller: an unknown sb_ key gives 401 Invalid API key, the publishable key as bearer missing sub claim", () => {
+  for (
+    const headers of [
+      { apikey: "sb_secret_nope" } as Record<string, string>,
+      { Authorization: "Bearer sb_secret_nope" },
+      { Authorization: "Bearer sb_publishable_nope" },
+      { Authorization: "Bearer sb_secret_one2" },
+    ]
+  ) {
+    assert.deepEqual(refusal(() => serverCaller(keyed(headers), KEYED_ENV)), {
+      status: 401,
+      code: "invalid_token",
+      error: "Invalid API key",
+    });
+  }
+  assert.deepEqual(
+    refusal(() =>
+      serverCaller(
+        keyed({ Authorization: "Bearer sb_publishable_pub" }),
+        KEYED_ENV,
+      )
+    ),
+    {
+      status: 401,
+      code: "invalid_token",
+      error: "invalid claim: missing sub claim",
+      error_code: "bad_jwt",
+    },
+  );
 });

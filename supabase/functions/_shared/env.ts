@@ -18,10 +18,34 @@ export type EnvSource = (name: string) => string | undefined;
 export interface FunctionEnv {
   /** Base URL of the Supabase project (Auth lives under `/auth/v1`). */
   readonly supabaseUrl: string;
-  /** Public anon key, used to ask Auth who a token belongs to. */
+  /**
+   * The public key the functions call Auth with to ask who a token belongs
+   * to: the `default` (else first) key of `SUPABASE_PUBLISHABLE_KEYS` where
+   * present, else `SUPABASE_ANON_KEY`.
+   */
   readonly anonKey: string;
-  /** Service role key, for the Auth admin API. Never sent to a client. */
+  /**
+   * The key for the Auth admin API: the `default` (else first) key of
+   * `SUPABASE_SECRET_KEYS` where present, else `SUPABASE_SERVICE_ROLE_KEY`
+   * or `SUPABASE_SERVICE_KEY`. Never sent to a client.
+   */
   readonly serviceRoleKey: string;
+  /**
+   * Every key that makes its bearer a trusted server caller: each key of
+   * `SUPABASE_SECRET_KEYS` and the legacy service role key(s) that are set.
+   */
+  readonly secretKeys: readonly string[];
+  /**
+   * Every public API key: each key of `SUPABASE_PUBLISHABLE_KEYS` and
+   * `SUPABASE_ANON_KEY` when set. Such a key names the project, never a user.
+   */
+  readonly publishableKeys: readonly string[];
+  /**
+   * The project's signing keys from `SUPABASE_JWKS` (`{"keys": [...]}` or a
+   * bare array), or `null` when it is not set: the published JWKS is
+   * fetched instead.
+   */
+  readonly jwks: { readonly keys: readonly JsonWebKey[] } | null;
   /**
    * The Postgres connection string the functions use: `PRESENCE_DB_URL`
    * when set (on a hosted project, the transaction pooler's string, port
@@ -136,6 +160,38 @@ const _Settings = z.object(_SETTINGS).superRefine((s, ctx) => {
   }
 });
 
+// `SUPABASE_PUBLISHABLE_KEYS` / `SUPABASE_SECRET_KEYS` as the platform (and
+// `supabase functions serve`) sets them: `{"default": "sb_secret_…", ...}`.
+// The keys in use order: `default` first, then the others as listed. Unset
+// gives no keys, so the legacy variables apply.
+const _KeyMap = z.record(z.string(), z.string().trim().min(1)).optional()
+  .transform((map) => {
+    const entries = Object.entries(map ?? {});
+    entries.sort(([a], [b]) =>
+      Number(b === "default") - Number(a === "default")
+    );
+    return entries.map(([, key]) => key);
+  });
+
+// `SUPABASE_JWKS`: `{"keys": [...]}` or a bare array of JWKs.
+const _Jwks = z.union([
+  z.object({ keys: z.array(z.looseObject({ kty: z.string() })) }),
+  z.array(z.looseObject({ kty: z.string() })).transform((keys) => ({ keys })),
+]).optional().transform((jwks) =>
+  jwks ? { keys: jwks.keys as JsonWebKey[] } : null
+);
+
+// Parses a variable holding JSON; `undefined` stays unset, text that is not
+// JSON becomes a value every schema above refuses.
+function _json(raw: string | undefined): unknown {
+  if (raw === undefined) return undefined;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return Symbol("not JSON");
+  }
+}
+
 const _DOMAIN =
   /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
 
@@ -152,10 +208,26 @@ const _DOMAIN =
  */
 export function readEnv(get: EnvSource): FunctionEnv {
   const value = (name: string) => get(name)?.trim() || undefined;
+  const invalid: Record<string, string> = {};
+  const keyMap = (name: string) => {
+    const parsed = _KeyMap.safeParse(_json(value(name)));
+    if (parsed.success) return parsed.data;
+    invalid[name] = "must be a JSON object of key names to keys";
+    return [];
+  };
+  const publishable = keyMap("SUPABASE_PUBLISHABLE_KEYS");
+  const secret = keyMap("SUPABASE_SECRET_KEYS");
+  const legacySecrets = [
+    value("SUPABASE_SERVICE_ROLE_KEY"),
+    value("SUPABASE_SERVICE_KEY"),
+  ].filter((k): k is string => k !== undefined);
+  const jwks = _Jwks.safeParse(_json(value("SUPABASE_JWKS")));
+  if (!jwks.success) {
+    invalid.SUPABASE_JWKS = 'must be a JWKS: {"keys": [...]} or an array';
+  }
   const supabaseUrl = value("SUPABASE_URL");
-  const anonKey = value("SUPABASE_ANON_KEY");
-  const serviceRoleKey = value("SUPABASE_SERVICE_ROLE_KEY") ??
-    value("SUPABASE_SERVICE_KEY");
+  const anonKey = publishable[0] ?? value("SUPABASE_ANON_KEY");
+  const serviceRoleKey = secret[0] ?? legacySecrets[0];
   const pooledUrl = value("PRESENCE_DB_URL");
   const dbUrl = pooledUrl ?? value("SUPABASE_DB_URL");
   if (!supabaseUrl || !anonKey || !serviceRoleKey || !dbUrl) {
@@ -178,7 +250,6 @@ export function readEnv(get: EnvSource): FunctionEnv {
       ]),
     ),
   );
-  const invalid: Record<string, string> = {};
   if (!settings.success) {
     for (const issue of settings.error.issues) {
       invalid[String(issue.path[0])] ??= issue.message;
@@ -191,7 +262,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
     invalid[pooledUrl ? "PRESENCE_DB_URL" : "SUPABASE_DB_URL"] =
       (error as Error).message;
   }
-  if (!settings.success || Object.keys(invalid).length > 0) {
+  if (!settings.success || !jwks.success || Object.keys(invalid).length > 0) {
     throw new HttpError("invalid_env", { extra: { invalid } });
   }
   const s = settings.data;
@@ -199,6 +270,11 @@ export function readEnv(get: EnvSource): FunctionEnv {
     supabaseUrl: supabaseUrl.replace(/\/+$/, ""),
     anonKey,
     serviceRoleKey,
+    secretKeys: [...new Set([...secret, ...legacySecrets])],
+    publishableKeys: [
+      ...new Set([...publishable, value("SUPABASE_ANON_KEY") ?? ""]),
+    ].filter(Boolean),
+    jwks: jwks.data,
     dbUrl,
     adminEmails: parseAdminEmails(get("ADMIN_EMAILS")),
     dbPoolMax: s.DB_POOL_MAX,

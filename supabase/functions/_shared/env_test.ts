@@ -155,6 +155,100 @@ Deno.test("readEnv: presence thresholds refuse bad values and away >= offline wi
   ]);
 });
 
+const NEW_KEYS: Record<string, string> = {
+  SUPABASE_URL: "http://127.0.0.1:54321",
+  SUPABASE_PUBLISHABLE_KEYS: JSON.stringify({
+    web: "sb_publishable_web",
+    default: "sb_publishable_default",
+  }),
+  SUPABASE_SECRET_KEYS: JSON.stringify({
+    backoffice: "sb_secret_backoffice",
+    default: "sb_secret_default",
+  }),
+  SUPABASE_DB_URL: "postgresql://u:p@h/db",
+};
+
+Deno.test("readEnv: SUPABASE_PUBLISHABLE_KEYS and SUPABASE_SECRET_KEYS satisfy the key variables, the default key first", () => {
+  const env = readEnv(from(NEW_KEYS));
+  assert.equal(env.anonKey, "sb_publishable_default");
+  assert.equal(env.serviceRoleKey, "sb_secret_default");
+  assert.deepEqual(env.secretKeys, [
+    "sb_secret_default",
+    "sb_secret_backoffice",
+  ]);
+  assert.deepEqual(env.publishableKeys, [
+    "sb_publishable_default",
+    "sb_publishable_web",
+  ]);
+  assert.equal(env.jwks, null);
+});
+
+Deno.test("readEnv: the new key variables win over the legacy ones, which stay accepted as secret keys", () => {
+  const env = readEnv(from({ ...full, ...NEW_KEYS }));
+  assert.equal(env.anonKey, "sb_publishable_default");
+  assert.equal(env.serviceRoleKey, "sb_secret_default");
+  assert.deepEqual(env.secretKeys, [
+    "sb_secret_default",
+    "sb_secret_backoffice",
+    "service",
+  ]);
+  assert.deepEqual(env.publishableKeys, [
+    "sb_publishable_default",
+    "sb_publishable_web",
+    "anon",
+  ]);
+});
+
+Deno.test("readEnv: without any key variable, missing_env names the legacy members", () => {
+  const { SUPABASE_SECRET_KEYS: _, ...noSecret } = NEW_KEYS;
+  assert.throws(() => readEnv(from(noSecret)), (e: unknown) => {
+    assert.ok(e instanceof HttpError);
+    assert.equal(e.code, "missing_env");
+    assert.deepEqual(e.extra.missing, {
+      SUPABASE_URL: false,
+      SUPABASE_ANON_KEY: false,
+      SUPABASE_SERVICE_ROLE_KEY_or_SUPABASE_SERVICE_KEY: true,
+      SUPABASE_DB_URL: false,
+    });
+    return true;
+  });
+});
+
+Deno.test("readEnv: a key variable or SUPABASE_JWKS that is not the platform's JSON gives 500 invalid_env naming it", () => {
+  assert.throws(
+    () =>
+      readEnv(from({
+        ...full,
+        SUPABASE_SECRET_KEYS: "sb_secret_plain",
+        SUPABASE_PUBLISHABLE_KEYS: '["sb_publishable_x"]',
+        SUPABASE_JWKS: '{"keys": "none"}',
+      })),
+    (e: unknown) => {
+      assert.ok(e instanceof HttpError);
+      assert.equal(e.code, "invalid_env");
+      assert.deepEqual(Object.keys(e.extra.invalid as object).sort(), [
+        "SUPABASE_JWKS",
+        "SUPABASE_PUBLISHABLE_KEYS",
+        "SUPABASE_SECRET_KEYS",
+      ]);
+      return true;
+    },
+  );
+});
+
+Deno.test("readEnv: SUPABASE_JWKS is read as an object with keys or a bare array", () => {
+  const key = { kty: "EC", crv: "P-256", x: "x", y: "y", kid: "k1" };
+  assert.deepEqual(
+    readEnv(from({ ...full, SUPABASE_JWKS: JSON.stringify({ keys: [key] }) }))
+      .jwks,
+    { keys: [key] },
+  );
+  assert.deepEqual(
+    readEnv(from({ ...full, SUPABASE_JWKS: JSON.stringify([key]) })).jwks,
+    { keys: [key] },
+  );
+});
+
 Deno.test("readEnv: PRESENCE_DB_URL (the transaction pooler) wins over SUPABASE_DB_URL, which it can stand in for", () => {
   const pooler =
     "postgresql://postgres.ref:pw@aws-0-eu-west-1.pooler.supabase.com:6543/postgres";

@@ -40,9 +40,17 @@ export function createFunction(
   work: Work,
 ): (req: Request) => Promise<Response> {
   return async (req) => {
-    const requestId = req.headers.get("x-request-id") ?? crypto.randomUUID();
+    // Our own id, always: a client's header would let it choose, repeat or
+    // forge the id of another request in the logs. Its own id, if sane, is
+    // logged beside ours for correlation.
+    const requestId = crypto.randomUUID();
+    const clientRequestId = clientRequestIdOf(req);
     const started = performance.now();
     let response: Response;
+    // Why a call was refused, for its log line: the code the client got,
+    // and the public detail when there is one (Auth's reason for a token).
+    let code: string | undefined;
+    let reason: unknown;
     try {
       if (
         req.method === "OPTIONS" &&
@@ -59,6 +67,8 @@ export function createFunction(
     } catch (thrown) {
       const error = _timeoutWins(thrown);
       response = errorResponse(error, requestId);
+      code = error instanceof HttpError ? error.code : "internal_error";
+      reason = error instanceof HttpError ? error.extra.error : undefined;
       if (!(error instanceof HttpError) || error.status >= 500) {
         const cause = error instanceof HttpError ? error.cause : error;
         logEvent("error", `Request failed in "${name}"`, {
@@ -71,8 +81,11 @@ export function createFunction(
     logEvent("info", "Request handled", {
       fn: name,
       request_id: requestId,
+      client_request_id: clientRequestId,
       method: req.method,
       status: response.status,
+      code,
+      reason: typeof reason === "string" ? reason : undefined,
       ms: Math.round(performance.now() - started),
     });
     return response;
@@ -89,6 +102,26 @@ function _timeoutWins(error: unknown): unknown {
     return error;
   }
   return asDbTimeout(error) ?? error;
+}
+
+// What a client's `x-request-id` may look like to be logged: a UUID or a
+// similar token. Anything else (control characters, JSON, kilobytes) is
+// dropped, so a header cannot forge or flood a log line.
+const _CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * The client's `x-request-id`, when it is a short plain token; otherwise
+ * `undefined` (and left out of the log line). Never used as the request's
+ * own id.
+ *
+ * @example
+ * ```ts
+ * clientRequestIdOf(new Request("http://x", { headers: { "x-request-id": "abc-1" } })); // "abc-1"
+ * ```
+ */
+export function clientRequestIdOf(req: Request): string | undefined {
+  const value = req.headers.get("x-request-id");
+  return value !== null && _CLIENT_REQUEST_ID.test(value) ? value : undefined;
 }
 
 /**

@@ -141,3 +141,88 @@ Deno.test("createFunction: a statement timeout or lock timeout answers 503 db_ti
   assert.equal(kept.status, 500);
   assert.equal((await kept.json()).code, "sync_failed");
 });
+
+/** The JSON log lines `run` writes. */
+async function logged(run: () => Promise<unknown>) {
+  const lines: Record<string, unknown>[] = [];
+  const saved = { log: console.log, warn: console.warn, error: console.error };
+  console.log = console.warn = console.error = (text: string) =>
+    lines.push(JSON.parse(text));
+  try {
+    await run();
+  } finally {
+    Object.assign(console, saved);
+  }
+  return lines;
+}
+
+const UUID =
+  /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+Deno.test("createFunction: a client's x-request-id never becomes the request_id; a sane one is logged as client_request_id", async () => {
+  const boom = createFunction("t", (n) => env[n], () => {
+    throw new Error("unexpected");
+  });
+  let body: Record<string, unknown> = {};
+  const lines = await logged(async () => {
+    const res = await boom(
+      new Request("http://x/", {
+        method: "POST",
+        headers: { "x-request-id": "victim-request-7" },
+      }),
+    );
+    assert.equal(res.status, 500);
+    body = await res.json();
+  });
+  assert.match(String(body.request_id), UUID);
+  assert.equal(lines.length, 2);
+  for (const line of lines) {
+    assert.equal(line.request_id, body.request_id);
+  }
+  const handled = lines.find((l) => l.msg === "Request handled")!;
+  assert.equal(handled.client_request_id, "victim-request-7");
+});
+
+Deno.test("createFunction: an x-request-id that is not a short plain token is not logged at all", async () => {
+  for (
+    const value of [
+      "x".repeat(65),
+      '{"level":"error","msg":"forged"}',
+      "a b",
+      "",
+    ]
+  ) {
+    const lines = await logged(() =>
+      ok(
+        new Request("http://x/", {
+          method: "POST",
+          headers: { "x-request-id": value },
+        }),
+      )
+    );
+    assert.equal(lines.length, 1);
+    assert.match(String(lines[0].request_id), UUID);
+    assert.equal("client_request_id" in lines[0], false, value);
+  }
+});
+
+Deno.test("createFunction: a refused call's log line says why (status, code, and the public reason)", async () => {
+  const refuse = createFunction(
+    "t",
+    (n) => env[n],
+    () =>
+      Promise.reject(
+        new HttpError("invalid_token", { extra: { error: "JWT expired" } }),
+      ),
+  );
+  const lines = await logged(async () => {
+    const res = await refuse(new Request("http://x/", { method: "POST" }));
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  });
+  const handled = lines.find((l) => l.msg === "Request handled")!;
+  assert.equal(handled.fn, "t");
+  assert.equal(handled.status, 401);
+  assert.equal(handled.code, "invalid_token");
+  assert.equal(handled.reason, "JWT expired");
+});

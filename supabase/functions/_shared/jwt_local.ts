@@ -13,9 +13,13 @@
  * @module
  */
 import {
+  createLocalJWKSet,
   createRemoteJWKSet,
   decodeProtectedHeader,
   errors,
+  type JWK,
+  jwksCache,
+  type JWKSCacheInput,
   jwtVerify,
 } from "jose";
 import { PROVIDER_TIMEOUT_MS, providerUnavailable } from "./auth.ts";
@@ -36,33 +40,77 @@ const _ALGORITHMS = ["ES256", "RS256"];
 export const ACCESS_TOKEN_AUDIENCE = "authenticated";
 const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-// jose's remote set caches the keys (10 min), refetches on an unknown kid at
-// most every 30 s, and times out like every other call to Auth.
-const _jwks = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+/**
+ * How long a fetched JWKS is used (10 min): a signing key withdrawn from the
+ * JWKS is honoured at most this long after the withdrawal (plus the fetch's
+ * own at most 5 s), by the key set and the verified-token cache alike.
+ */
+export const JWKS_MAX_AGE_MS = 600_000;
 
-function _keySet(env: FunctionEnv): ReturnType<typeof createRemoteJWKSet> {
+interface _KeySet {
+  readonly verify:
+    | ReturnType<typeof createRemoteJWKSet>
+    | ReturnType<typeof createLocalJWKSet>;
+  /** jose writes the keys and `uat` (when they were fetched, ms) here. */
+  readonly fetched: JWKSCacheInput;
+}
+
+// jose's remote set caches the keys (JWKS_MAX_AGE_MS), refetches on an
+// unknown kid at most every 30 s, and times out like every other call to
+// Auth.
+const _jwks = new Map<string, _KeySet>();
+
+// The platform's SUPABASE_JWKS, where set, spares the fetch: the same keys
+// the endpoint publishes, handed to the function at start. The environment
+// is read per request, so sets are kept by their text; tokens verified with
+// them are dated by the verification (the set lives as long as the isolate).
+const _localJwks = new Map<string, _KeySet>();
+
+function _keySet(env: FunctionEnv): _KeySet {
+  if (env.jwks) {
+    const text = JSON.stringify(env.jwks.keys);
+    let local = _localJwks.get(text);
+    if (!local) {
+      local = {
+        verify: createLocalJWKSet({ keys: [...env.jwks.keys] as JWK[] }),
+        fetched: {},
+      };
+      _localJwks.set(text, local);
+    }
+    return local;
+  }
   let set = _jwks.get(env.supabaseUrl);
   if (!set) {
-    set = createRemoteJWKSet(
-      new URL(`${env.supabaseUrl}/auth/v1/.well-known/jwks.json`),
-      {
-        timeoutDuration: PROVIDER_TIMEOUT_MS,
-        cooldownDuration: 30_000,
-        cacheMaxAge: 600_000,
-      },
-    );
+    const fetched: JWKSCacheInput = {};
+    set = {
+      fetched,
+      verify: createRemoteJWKSet(
+        new URL(`${env.supabaseUrl}/auth/v1/.well-known/jwks.json`),
+        {
+          timeoutDuration: PROVIDER_TIMEOUT_MS,
+          cooldownDuration: 30_000,
+          cacheMaxAge: JWKS_MAX_AGE_MS,
+          // jose fills it in: when the copy in use was fetched.
+          [jwksCache]: fetched,
+        },
+      ),
+    };
     _jwks.set(env.supabaseUrl, set);
   }
   return set;
 }
 
+function _fetchedAt(keys: _KeySet): number | undefined {
+  return "uat" in keys.fetched ? keys.fetched.uat : undefined;
+}
+
 // Tokens verified in this isolate, per key set and issuer: a ping with a
 // token seen before skips the signature check (the database still proves
 // the session on every ping). 10,000 tokens of about 1 KiB at most; no
-// entry outlives the key set's own cache (10 min) or the token's `exp`.
+// entry outlives the copy of the key set that verified it, or the token's
+// `exp`.
 const _verified = new Map<string, TokenCache<SessionClaims>>();
 const _CACHE_ENTRIES = 10_000;
-const _CACHE_MAX_AGE_MS = 600_000;
 
 function _cacheFor(env: FunctionEnv): TokenCache<SessionClaims> {
   const key = `${env.supabaseUrl}\n${env.tokenIssuer}`;
@@ -70,7 +118,7 @@ function _cacheFor(env: FunctionEnv): TokenCache<SessionClaims> {
   if (!cache) {
     cache = new TokenCache({
       maxEntries: _CACHE_ENTRIES,
-      maxAgeMs: _CACHE_MAX_AGE_MS,
+      maxAgeMs: JWKS_MAX_AGE_MS,
     });
     _verified.set(key, cache);
   }
@@ -114,7 +162,12 @@ export async function verifyAsymmetric(
     // Auth issues access tokens with `iss` = its own URL and `aud` =
     // "authenticated"; a token signed by the same keys for another issuer
     // or audience is left to Auth.
-    const { payload } = await jwtVerify(token, _keySet(env), {
+    const keys = _keySet(env);
+    // The copy in use before the call, if any, is the oldest one the
+    // signature can have been checked against (a reload may replace it
+    // during the call): the cache entry is dated by it.
+    const fetchedBefore = _fetchedAt(keys);
+    const { payload } = await jwtVerify(token, keys.verify, {
       algorithms: _ALGORITHMS,
       issuer: env.tokenIssuer,
       audience: ACCESS_TOKEN_AUDIENCE,
@@ -127,7 +180,16 @@ export async function verifyAsymmetric(
     ) return null;
     const claims = { sub, sessionId };
     // Without `exp` a token would be good for ever: verified every time.
-    if (typeof payload.exp === "number") cache.set(token, claims, payload.exp);
+    if (typeof payload.exp === "number") {
+      const now = Date.now();
+      cache.set(
+        token,
+        claims,
+        payload.exp,
+        now,
+        fetchedBefore ?? _fetchedAt(keys) ?? now,
+      );
+    }
     return claims;
   } catch (error) {
     if (error instanceof errors.JWKSTimeout || error instanceof TypeError) {

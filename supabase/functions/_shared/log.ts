@@ -11,7 +11,10 @@ const _SECRET_PATTERNS: [RegExp, string][] = [
   [/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*/g, "[redacted]"],
   [/sb_(secret|publishable)_[A-Za-z0-9_-]+/g, "[redacted]"],
   [/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi, "$1[redacted]@"],
-  [/(password["'=:\s]+)[^\s,"'}]+/gi, "$1[redacted]"],
+  // A password value follows a key and `=` or `:` (`password=…`,
+  // `"password":"…"`); prose such as Auth's "Password should be at least
+  // 6 characters." has neither and stays as it is.
+  [/(password["']?\s*[=:]\s*["']?)[^\s,"'}&]+/gi, "$1[redacted]"],
 ];
 
 /**

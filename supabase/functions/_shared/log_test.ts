@@ -18,3 +18,29 @@ Deno.test("redact: leaves ordinary text alone", () => {
     'column "correo" does not exist',
   );
 });
+
+Deno.test("redact: a password value after = or : is removed in every notation", () => {
+  for (
+    const text of [
+      '{"password":"hunter2"}',
+      "{'password': 'hunter2'}",
+      "password=hunter2&x=1",
+      "new_password: hunter2",
+      'PASSWORD = "hunter2"',
+    ]
+  ) {
+    assert.ok(!redact(text).includes("hunter2"), text);
+  }
+});
+
+Deno.test("redact: Auth's password messages stay word for word", () => {
+  for (
+    const text of [
+      "Password should be at least 6 characters.",
+      "Password should contain at least one character of each: abc, ABC, 123.",
+      "New password should be different from the old password.",
+    ]
+  ) {
+    assert.equal(redact(text), text);
+  }
+});

@@ -8,9 +8,10 @@
  * database, that the session lives and the user is neither banned nor
  * deleted. Entries are keyed by the whole token string (a token differing
  * in one byte is another entry), dropped at the token's `exp`, and at most
- * `maxAgeMs` after they were verified, so that a signing key withdrawn from
- * the JWKS stops being honoured no later than the key set's own cache
- * would. The oldest entry goes first when the cache is full.
+ * `maxAgeMs` after the key set that verified them was fetched: an entry
+ * never outlives the copy of the JWKS behind it, so a signing key withdrawn
+ * from the JWKS stops being honoured when that copy expires, not a cache
+ * lifetime later. The oldest entry goes first when the cache is full.
  *
  * @module
  */
@@ -19,7 +20,10 @@
 export interface TokenCacheOptions {
   /** How many tokens are remembered at most. */
   readonly maxEntries: number;
-  /** How long after verification an entry may be used at most, in ms. */
+  /**
+   * How long an entry may be used at most, in ms, counted from when the
+   * keys that verified it were fetched (the key set's own cache lifetime).
+   */
   readonly maxAgeMs: number;
 }
 
@@ -68,11 +72,21 @@ export class TokenCache<V> {
 
   /**
    * Remembers a verified token until its `exp` (seconds since the epoch) or
-   * `maxAgeMs` from `now`, whichever is first. A token already past its
-   * `exp` is not stored.
+   * `maxAgeMs` after `keysFetchedAt` (when the keys that verified it were
+   * fetched; default `now`), whichever is first. A token already past
+   * either is not stored.
    */
-  set(token: string, value: V, exp: number, now: number = Date.now()): void {
-    const until = Math.min(exp * 1000, now + this.#options.maxAgeMs);
+  set(
+    token: string,
+    value: V,
+    exp: number,
+    now: number = Date.now(),
+    keysFetchedAt: number = now,
+  ): void {
+    const until = Math.min(
+      exp * 1000,
+      Math.min(keysFetchedAt, now) + this.#options.maxAgeMs,
+    );
     if (!(until > now)) return;
     this.#entries.delete(token);
     // Maps keep insertion order: the first key is the entry verified

@@ -73,3 +73,14 @@ Deno.test("TokenCache: clear forgets everything", () => {
   cache.clear();
   assert.equal(cache.get("a.b.c", T0), undefined);
 });
+
+Deno.test("TokenCache: an entry lasts maxAgeMs from when its keys were fetched, not from when it was verified", () => {
+  const cache = new TokenCache<string>({ maxEntries: 10, maxAgeMs: 600_000 });
+  // Keys fetched at T0; the token verified with them 9 minutes later.
+  cache.set("a.b.c", "claims", EXP, T0 + 540_000, T0);
+  assert.equal(cache.get("a.b.c", T0 + 599_999), "claims");
+  assert.equal(cache.get("a.b.c", T0 + 600_000), undefined);
+  // Keys already past their lifetime: nothing is stored.
+  cache.set("d.e.f", "claims", EXP, T0 + 600_000, T0);
+  assert.equal(cache.size, 0);
+});

@@ -20,10 +20,35 @@ export type Outcome = "ok" | "failed" | "partial_failure";
 /** A field auth-sync changes. */
 export type Field = "email" | "password" | "nombre_usuario" | "auth_user_id";
 
+/**
+ * Who made a call: an administrator (`user`), or a trusted server that
+ * presented the project's secret key (`secret_key`) or legacy service role
+ * key (`service_role_key`), which has no identity id or email.
+ */
+export interface Actor {
+  readonly kind: "user" | "secret_key" | "service_role_key";
+  /** Identity id; `null` for a server. */
+  readonly id: string | null;
+  /** Identity email; `null` for a server or an identity without one. */
+  readonly email: string | null;
+}
+
+/**
+ * The actor of a call by an authenticated identity.
+ *
+ * @example
+ * ```ts
+ * userActor({ id, email: "ana@example.com", emailConfirmed: true }).kind; // "user"
+ * ```
+ */
+export function userActor(identity: Identity): Actor {
+  return { kind: "user", id: identity.id, email: identity.email };
+}
+
 /** One audit row. */
 export interface AuditEntry {
-  /** The administrator who called. */
-  readonly actor: Identity;
+  /** Who called. */
+  readonly actor: Actor;
   /** What was done or tried; `unknown` for a refused call whose body names no action. */
   readonly action: "update" | "sync" | "unknown";
   /** `usuarios.id`; `null` when the failure concerns no one row. */
@@ -52,10 +77,17 @@ export interface AuditNote {
  * ```
  */
 export class AuditedError extends HttpError {
-  /** Outcome and detail of the audit row. */
-  readonly audit: AuditNote;
+  /**
+   * Outcome and detail of the audit row; `"recorded"` when the call's audit
+   * row is already written (by another call that settled its intent).
+   */
+  readonly audit: AuditNote | "recorded";
 
-  constructor(code: ErrorCode, audit: AuditNote, options?: HttpErrorOptions) {
+  constructor(
+    code: ErrorCode,
+    audit: AuditNote | "recorded",
+    options?: HttpErrorOptions,
+  ) {
     super(code, options);
     this.audit = audit;
   }
@@ -76,10 +108,11 @@ export async function writeAudit(
 ): Promise<void> {
   await sql`
     insert into public.auth_sync_audit
-      (actor_auth_user_id, actor_email, action, target_id, fields, outcome,
-       detail)
-    values (${entry.actor.id}::uuid, ${entry.actor.email}, ${entry.action},
-            ${entry.targetId}, ${[...entry.fields]}::text[], ${entry.outcome},
+      (actor_auth_user_id, actor_email, actor_kind, action, target_id, fields,
+       outcome, detail)
+    values (${entry.actor.id}::uuid, ${entry.actor.email},
+            ${entry.actor.kind}, ${entry.action}, ${entry.targetId},
+            ${[...entry.fields]}::text[], ${entry.outcome},
             ${entry.detail ?? null})
   `;
 }
@@ -107,10 +140,20 @@ export async function auditFailure(
 }
 
 /**
- * Writes the audit row of a call refused for lack of rights (403): who
- * called, the action and row it named, and the names of the fields it
- * would have changed, read leniently from the body (which is not validated
- * for a caller without rights). Never a value.
+ * Distinct (action, target) rows one actor's refusals may add in a minute;
+ * beyond them, its refusals that minute are counted on one more row
+ * (action `unknown`, no target). So a caller without rights adds at most
+ * `REFUSAL_ROWS_PER_MINUTE + 1` rows a minute, however often it calls.
+ */
+export const REFUSAL_ROWS_PER_MINUTE = 5;
+
+/**
+ * Records a call refused for lack of rights (403): who called, the action
+ * and row it named, and the names of the fields it would have changed,
+ * read leniently from the body (which is not validated for a caller
+ * without rights). Never a value. Refusals are counted, not appended: one
+ * row per actor, action, target and minute, whose `attempts` grows
+ * ({@linkcode REFUSAL_ROWS_PER_MINUTE}).
  *
  * @example
  * ```ts
@@ -123,6 +166,59 @@ export async function auditRefusal(
   actor: Identity,
   bodyText: string,
 ): Promise<void> {
+  const { action, targetId, fields } = _namedInBody(bodyText);
+  try {
+    await sql`
+      with minute as (select date_trunc('minute', now()) as m),
+      others as (
+        select count(*) as n
+        from public.auth_sync_audit a, minute
+        where a.refused_minute = minute.m
+          and a.actor_auth_user_id = ${actor.id}::uuid
+          and (a.action, coalesce(a.target_id, 0))
+            <> (${action}::text, coalesce(${targetId}::bigint, 0))
+      ),
+      entry as (
+        select
+          case when crowded then 'unknown' else ${action}::text end as action,
+          case when crowded then null else ${targetId}::bigint end as target_id,
+          case when crowded then '{}'::text[] else ${fields}::text[] end
+            as fields
+        from (select n >= ${REFUSAL_ROWS_PER_MINUTE} as crowded from others) o
+      )
+      insert into public.auth_sync_audit as t
+        (actor_auth_user_id, actor_email, action, target_id, fields, outcome,
+         detail, refused_minute)
+      select ${actor.id}::uuid, ${actor.email}, entry.action, entry.target_id,
+             entry.fields, 'failed', 'admin_required', minute.m
+      from entry, minute
+      on conflict
+        (actor_auth_user_id, action, (coalesce(target_id, 0)), refused_minute)
+        where refused_minute is not null
+      do update set
+        attempts = t.attempts + 1,
+        fields = array(
+          select distinct f from unnest(t.fields || excluded.fields) f
+          order by f
+        )
+    `;
+  } catch (error) {
+    // The caller is already answering 403; a refused audit row is logged.
+    logEvent("error", "Audit row not written", {
+      fn: "auth-sync",
+      action,
+      target_id: targetId,
+      outcome: "failed",
+      detail: "admin_required",
+      cause: errorText(error),
+    });
+  }
+}
+
+// What a refused body named: its action, row and the fields it would change.
+function _namedInBody(
+  bodyText: string,
+): { action: AuditEntry["action"]; targetId: number | null; fields: Field[] } {
   let body: Record<string, unknown> = {};
   try {
     const parsed = JSON.parse(bodyText);
@@ -135,7 +231,7 @@ export async function auditRefusal(
   const action = body.action === "update" || body.action === "sync"
     ? body.action
     : "unknown";
-  const id = action === "update" && Number.isSafeInteger(body.id) &&
+  const targetId = action === "update" && Number.isSafeInteger(body.id) &&
       (body.id as number) > 0
     ? body.id as number
     : null;
@@ -144,12 +240,5 @@ export async function auditRefusal(
     : (["email", "password", "nombre_usuario"] as const).filter((f) =>
       f in body
     );
-  await auditFailure(sql, {
-    actor,
-    action,
-    targetId: id,
-    fields,
-    outcome: "failed",
-    detail: "admin_required",
-  });
+  return { action, targetId, fields };
 }

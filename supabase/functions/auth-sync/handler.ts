@@ -4,14 +4,22 @@
  *
  * Checks, in this order: method and environment ({@linkcode createFunction}),
  * `Authorization`, the token, administrator rights, and only then the body,
- * so that nobody without rights learns anything from validation answers.
+ * so that nobody without rights learns anything from validation answers. A
+ * trusted server that presents the project's secret (or service role) key
+ * ({@linkcode serverCaller}) needs no token and no rights, and is audited as
+ * such.
  *
  * @module
  */
-import { authenticate, bearerToken, type Identity } from "../_shared/auth.ts";
-import { requireAdmin } from "../_shared/admin.ts";
+import {
+  authenticate,
+  bearerToken,
+  type Identity,
+  serverCaller,
+} from "../_shared/auth.ts";
+import { adminPolicy, requireAdmin } from "../_shared/admin.ts";
 import { withColumns } from "../_shared/columns.ts";
-import { database } from "../_shared/db.ts";
+import { database, type Sql } from "../_shared/db.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
@@ -21,8 +29,9 @@ import {
   type RequestContext,
 } from "../_shared/http.ts";
 import { logEvent } from "../_shared/log.ts";
-import { auditRefusal } from "./audit.ts";
+import { type Actor, auditRefusal, userActor } from "./audit.ts";
 import { findUsuario, matchRules } from "../_shared/match_user.ts";
+import { reconcile } from "./reconcile.ts";
 import { parseRequest } from "./schema.ts";
 import { syncUsuarios } from "./sync.ts";
 import { updateUsuario } from "./update.ts";
@@ -33,26 +42,33 @@ import { updateUsuario } from "./update.ts";
  * - `{"action":"update","id":42,"email"?,"password"?,"nombre_usuario"?}`:
  *   200 `{ok, user, changed, identity_created}`;
  * - `{"action":"sync","ids"?,"after_id"?,"limit"?,"dry_run"?}`:
- *   200 `{ok, results, summary, next_after_id}`.
+ *   200 `{ok, results, summary, next_after_id}`;
+ * - `{"action":"reconcile","after_id"?,"limit"?,"dry_run"?}`:
+ *   200 `{ok, settled, mismatches, next_after_id}`.
  */
 export async function authSync(
   req: Request,
   ctx: RequestContext,
 ): Promise<Response> {
   let identity: Identity;
+  const sql = database(ctx.env, req.signal);
   try {
+    const server = serverCaller(req, ctx.env);
+    if (server) {
+      const actor: Actor = { kind: server.via, id: null, email: null };
+      return await _serve(req, ctx, sql, actor);
+    }
     identity = await authenticate(bearerToken(req), ctx.env);
   } catch (error) {
     _logRefused(error, ctx, null);
     throw error;
   }
-  const sql = database(ctx.env, req.signal);
   const row = await withColumns(
     sql,
     (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
   );
   try {
-    requireAdmin(identity, row, ctx.env.adminEmails);
+    await requireAdmin(identity, row, adminPolicy(ctx.env));
   } catch (error) {
     _logRefused(error, ctx, identity);
     if (error instanceof HttpError && error.code === "admin_required") {
@@ -65,12 +81,26 @@ export async function authSync(
     }
     throw error;
   }
+  return await _serve(req, ctx, sql, userActor(identity));
+}
+
+// The body, read only once the caller has the right to be answered.
+async function _serve(
+  req: Request,
+  ctx: RequestContext,
+  sql: Sql,
+  actor: Actor,
+): Promise<Response> {
   const body = parseRequest(await readJsonBody(req));
   if (body.action === "update") {
-    const result = await updateUsuario(sql, ctx.env, identity, body);
+    const result = await updateUsuario(sql, ctx.env, actor, body);
     return json({ ok: true, ...result });
   }
-  const result = await syncUsuarios(sql, ctx.env, identity, body);
+  if (body.action === "reconcile") {
+    const result = await reconcile(sql, body);
+    return json({ ok: true, ...result });
+  }
+  const result = await syncUsuarios(sql, ctx.env, actor, body);
   return json({ ok: true, ...result });
 }
 

@@ -18,8 +18,10 @@ import { errorText, logEvent } from "../_shared/log.ts";
 
 /**
  * Seconds a lease lasts if its holder never releases it (a crashed isolate):
- * longer than the Auth calls an update makes (at most two of five seconds
- * each, plus the database work), short enough not to block a row for long.
+ * renewed to this before each Auth call ({@linkcode renewLease}), so much
+ * longer than one call (five seconds) plus the database work, and short
+ * enough not to block a row for long. An intent its dead holder left open is
+ * settled once the lease has lapsed.
  */
 export const LEASE_TTL_S = 60;
 
@@ -80,6 +82,51 @@ export async function assertLeaseHeld(
   if (rows.length === 0) {
     throw new HttpError("target_busy", { headers: { "Retry-After": "1" } });
   }
+}
+
+/**
+ * Seconds a lease must still have before Auth may be called under it:
+ * longer than one Auth call can take (the 5 s provider timeout) with room
+ * to spare, so that no Auth call is still under way when the lease lapses.
+ */
+export const LEASE_MARGIN_S = 15;
+
+/**
+ * Renews `lease` for {@linkcode LEASE_TTL_S} if it still has
+ * {@linkcode LEASE_MARGIN_S} left, or throws 409 `target_busy`: call right
+ * before each Auth call, so that nothing calls Auth once the lease may
+ * have lapsed (and another update may hold the row).
+ */
+export async function renewLease(sql: Sql, lease: Lease): Promise<void> {
+  const rows = await sql`
+    update public.auth_sync_leases
+    set expires_at = now() + make_interval(secs => ${LEASE_TTL_S})
+    where target_id = ${lease.targetId} and holder = ${lease.holder}::uuid
+      and expires_at > now() + make_interval(secs => ${LEASE_MARGIN_S})
+    returning 1
+  `;
+  if (rows.length === 0) {
+    throw new HttpError("target_busy", { headers: { "Retry-After": "1" } });
+  }
+}
+
+/**
+ * Takes the lease of row `targetId` if it is free or lapsed, without
+ * waiting: `null` when a live update holds it.
+ */
+export async function tryLease(
+  sql: Sql,
+  targetId: number,
+): Promise<Lease | null> {
+  const holder = crypto.randomUUID();
+  return (await _tryAcquire(sql, targetId, holder))
+    ? { targetId, holder }
+    : null;
+}
+
+/** Gives `lease` back (it lapses by itself if this fails). */
+export async function releaseLease(sql: Sql, lease: Lease): Promise<void> {
+  await _release(sql, lease.targetId, lease.holder);
 }
 
 /**

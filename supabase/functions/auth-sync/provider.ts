@@ -71,6 +71,11 @@ export type LostAnswer =
   | { readonly state: "unchanged" }
   /** Read back: the change had been made, and was undone. */
   | { readonly state: "undone" }
+  /**
+   * Read back: another account holds the new email, so Auth refused the
+   * whole change (its unique index; a concurrent change won).
+   */
+  | { readonly state: "email_taken" }
   /** These fields are, or may be, changed and could not be undone. */
   | { readonly state: "changed"; readonly fields: readonly ProviderField[] }
   /** The read-back failed: these fields may or may not have changed. */
@@ -84,6 +89,7 @@ export type LostAnswer =
  * - `unchanged`: 503 `idp_unavailable`; audit `failed`, `idp_unavailable`.
  * - `undone`: 503 `idp_unavailable`; audit `failed`,
  *   `idp_unavailable_undone`.
+ * - `email_taken`: 409 `email_exists`; audit `failed`, `email_exists`.
  * - `changed`: 500 `partial_failure`, `provider_changed` = the fields left
  *   changed; audit `partial_failure`, `idp_answer_lost:<fields>`.
  * - `unknown`: 500 `partial_failure`, `provider_changed` = the fields that
@@ -98,6 +104,12 @@ export function lostAnswerError(
   lost: LostAnswer,
   cause: AuthError,
 ): HttpError {
+  if (lost.state === "email_taken") {
+    return new AuditedError("email_exists", {
+      outcome: "failed",
+      detail: "email_exists",
+    }, { cause });
+  }
   if (lost.state === "unchanged" || lost.state === "undone") {
     const unavailable = providerUnavailable(cause);
     return new AuditedError(unavailable.code, {

@@ -114,6 +114,21 @@ Deno.test("lostAnswerError: unchanged and undone give 503 idp_unavailable, audit
   }
 });
 
+Deno.test("lostAnswerError: a new email another account holds gives 409 email_exists, audited failed (Auth's unique index, not a lost answer)", async () => {
+  const cause = new AuthApiError(
+    "Error updating user",
+    500,
+    "unexpected_failure",
+  );
+  const error = lostAnswerError({ state: "email_taken" }, cause);
+  assert.ok(error instanceof AuditedError);
+  assert.deepEqual(error.audit, { outcome: "failed", detail: "email_exists" });
+  const res = errorResponse(error, "req-1");
+  assert.equal(res.status, 409);
+  assert.equal(res.headers.get("retry-after"), null);
+  assert.equal((await res.json()).code, "email_exists");
+});
+
 Deno.test("lostAnswerError: fields left changed give 500 partial_failure with provider_changed", async () => {
   const cause = new AuthRetryableFetchError("Signal timed out.", 0);
   const error = lostAnswerError(

@@ -61,10 +61,18 @@ const _Sync = z.strictObject({
   dry_run: z.boolean().default(false),
 });
 
-/** The body schema: one of the two actions, told apart by `action`. */
+const _Reconcile = z.strictObject({
+  action: z.literal("reconcile"),
+  after_id: z.int().nonnegative().optional(),
+  limit: z.int().min(1).max(MAX_SYNC_LIMIT).default(DEFAULT_SYNC_LIMIT),
+  dry_run: z.boolean().default(false),
+});
+
+/** The body schema: one of the actions, told apart by `action`. */
 export const AuthSyncRequest = z.discriminatedUnion("action", [
   _Update,
   _Sync,
+  _Reconcile,
 ]);
 
 /** A parsed auth-sync body. */
@@ -75,6 +83,9 @@ export type UpdateRequest = z.infer<typeof _Update>;
 
 /** A parsed `sync` body. */
 export type SyncRequest = z.infer<typeof _Sync>;
+
+/** A parsed `reconcile` body. */
+export type ReconcileRequest = z.infer<typeof _Reconcile>;
 
 export { type Issue, validationFailed } from "../_shared/validation.ts";
 

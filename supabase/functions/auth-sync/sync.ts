@@ -25,7 +25,6 @@
  * @module
  */
 import postgres from "postgres";
-import type { Identity } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
@@ -37,7 +36,7 @@ import {
   normalizeEmail,
 } from "./accounts.ts";
 import { autoconfirms, ownsEmail } from "./ownership.ts";
-import { auditFailure } from "./audit.ts";
+import { type Actor, auditFailure } from "./audit.ts";
 import type { SyncRequest } from "./schema.ts";
 
 /** What sync found (and did) for a row. */
@@ -79,7 +78,7 @@ export interface SyncResult {
 export async function syncUsuarios(
   sql: Sql,
   env: FunctionEnv,
-  actor: Identity,
+  actor: Actor,
   input: SyncRequest,
 ): Promise<SyncResult> {
   try {
@@ -115,7 +114,7 @@ interface _Row {
 async function _sync(
   sql: Sql,
   env: FunctionEnv,
-  actor: Identity,
+  actor: Actor,
   input: SyncRequest,
   columns: OptionalColumns,
 ): Promise<SyncResult> {
@@ -212,7 +211,7 @@ async function _readPage(
 // account first (the unique index on auth_user_id).
 async function _link(
   sql: Sql,
-  actor: Identity,
+  actor: Actor,
   row: _Row,
   accountId: string,
 ): Promise<boolean> {
@@ -227,8 +226,9 @@ async function _link(
         returning u.id
       )
       insert into public.auth_sync_audit
-        (actor_auth_user_id, actor_email, action, target_id, fields, outcome)
-      select ${actor.id}::uuid, ${actor.email}, 'sync', linked.id,
+        (actor_auth_user_id, actor_email, actor_kind, action, target_id,
+         fields, outcome)
+      select ${actor.id}::uuid, ${actor.email}, ${actor.kind}, 'sync', linked.id,
              array['auth_user_id'], 'ok'
       from linked
       returning target_id

@@ -4,36 +4,39 @@
  *
  * Order of work, one row at a time under its lease ({@linkcode withLease}):
  *
- * 1. read the row (404 `target_not_found`);
- * 2. refuse a username or email another row or account already has (409),
+ * 1. settle the intents earlier calls on this row left open (intent.ts);
+ * 2. read the row (404 `target_not_found`);
+ * 3. refuse a username or email another row or account already has (409),
  *    before anything changes;
- * 3. find the row's account: its `auth_user_id` if that account exists,
+ * 4. find the row's account: its `auth_user_id` if that account exists,
  *    else the account of its `correo` if no other row is linked to it (the
  *    row is then linked), else none;
- * 4. change the account through the Auth admin API, or create one when the
- *    row has none and an email or password is to be set;
- * 5. write the row and the audit row in one short transaction that takes the
- *    row lock.
+ * 5. record the intent, then change the account through the Auth admin
+ *    API, or create one when the row has none and an email or password is
+ *    to be set; each Auth call only while the lease has time to spare;
+ * 6. write the row, settle the intent and write the audit row in one short
+ *    transaction that takes the row lock.
  *
- * A provider failure in step 4 changes nothing. When the call's answer is
+ * A provider failure in step 5 changes nothing. When the call's answer is
  * lost (dropped connection, timeout, 5xx: {@linkcode answerLost}), Auth may
  * have applied it all the same, so the account is read back: a changed email
- * is set back and a created account deleted (503 `idp_unavailable`), and
- * what cannot be undone or known (a password, a failed undo, a failed
- * read-back) is answered 500 `partial_failure` ({@linkcode lostAnswerError}).
- * A database failure in step 5 undoes step 4 the same way where the Auth API
- * can (an email is set back, a created account deleted: 500 `sync_failed`)
- * and is answered `partial_failure` where it cannot (a password).
+ * still holding what this call set is set back and a created account
+ * deleted (503 `idp_unavailable`), and what cannot be undone or known (a
+ * password, a failed undo, a failed read-back) is answered 500
+ * `partial_failure` ({@linkcode lostAnswerError}).
+ *
+ * When step 6 fails, the intent says whether its COMMIT landed (an answer
+ * lost on the way back): if it did, the call succeeded and is answered so;
+ * if not, step 5 is undone the same way where the Auth API can (500
+ * `sync_failed`) and answered `partial_failure` where it cannot (a
+ * password). An intent that another call settled meanwhile (this call's
+ * lease lapsed) is answered 409 `target_busy`, and nothing is undone.
  *
  * @module
  */
 import type { AuthError } from "@supabase/supabase-js";
 import postgres from "postgres";
-import {
-  type Identity,
-  isProviderDown,
-  providerUnavailable,
-} from "../_shared/auth.ts";
+import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
@@ -43,25 +46,40 @@ import {
   type Account,
   CREATED_BY_KEY,
   findAccounts,
-  findCreatedAccount,
   linkedRows,
   normalizeEmail,
 } from "./accounts.ts";
 import { autoconfirms, ownsEmail } from "./ownership.ts";
-import { AuditedError, auditFailure, type Field, writeAudit } from "./audit.ts";
+import {
+  type Actor,
+  AuditedError,
+  auditFailure,
+  type Field,
+  writeAudit,
+} from "./audit.ts";
+import {
+  type ProviderChange,
+  type Scope,
+  settleLostAnswer,
+  supersededError,
+  undoAfterFailedWrite,
+} from "./compensate.ts";
+import {
+  type IntentState,
+  intentState,
+  recordIntent,
+  type RowSet,
+  settleIntent,
+  settleOrphans,
+} from "./intent.ts";
 import {
   assertLeaseHeld,
   boundTransaction,
   type Lease,
+  renewLease,
   withLease,
 } from "./lease.ts";
-import {
-  adminApi,
-  answerLost,
-  type LostAnswer,
-  lostAnswerError,
-  type ProviderField,
-} from "./provider.ts";
+import { adminApi, answerLost, lostAnswerError } from "./provider.ts";
 import { type UpdateRequest, validationFailed } from "./schema.ts";
 
 /** A `usuarios` row as the update answer shows it. */
@@ -98,7 +116,7 @@ export interface UpdateResult {
 export async function updateUsuario(
   sql: Sql,
   env: FunctionEnv,
-  actor: Identity,
+  actor: Actor,
   input: UpdateRequest,
 ): Promise<UpdateResult> {
   try {
@@ -113,7 +131,9 @@ export async function updateUsuario(
     );
   } catch (error) {
     const failure = _asHttpError(error);
-    const note = failure instanceof AuditedError ? failure.audit : {
+    const audited = failure instanceof AuditedError ? failure.audit : null;
+    if (audited === "recorded") throw failure;
+    const note = audited ?? {
       outcome: failure.code === "partial_failure"
         ? "partial_failure" as const
         : "failed" as const,
@@ -138,24 +158,15 @@ interface _Row {
   rol: string | null;
 }
 
-/** What was done at the provider, to undo it if the row cannot follow. */
-type _ProviderChange =
-  | { kind: "created"; accountId: string }
-  | {
-    kind: "updated";
-    account: Account;
-    email: boolean;
-    password: boolean;
-  };
-
 async function _update(
   sql: Sql,
   env: FunctionEnv,
-  actor: Identity,
+  actor: Actor,
   input: UpdateRequest,
   columns: OptionalColumns,
   lease: Lease,
 ): Promise<UpdateResult> {
+  await settleOrphans(sql, lease, columns);
   const row = await _readRow(sql, input.id, columns);
   if (!row) throw new HttpError("target_not_found");
   await _refuseTaken(sql, row, input);
@@ -167,29 +178,124 @@ async function _update(
       throw new HttpError("email_exists");
     }
   }
-  const change = await _changeProvider(sql, env, row, account, input);
+  const plan = await _providerPlan(sql, row, account, input);
+  const changed = _requested(input);
+  const relink = columns.authUserId &&
+    (plan?.kind === "create" || (link && account !== null));
+  if (relink) changed.push("auth_user_id");
+  const rowSet = _rowSet(input, relink && account ? account.id : null);
+  const intentId = plan
+    ? await _announce(sql, lease, actor, row, plan, rowSet)
+    : null;
+  const change = plan && intentId
+    ? await _applyProvider({ sql, env, lease, intentId }, plan)
+    : null;
   const accountId = change?.kind === "created"
     ? change.accountId
     : account?.id ?? null;
-  const changed = _requested(input);
-  const relink = columns.authUserId && accountId !== null &&
-    (link || change?.kind === "created");
-  if (relink) changed.push("auth_user_id");
+  const write = {
+    accountId: relink ? accountId : null,
+    changed,
+    lease,
+    intentId,
+  };
   try {
-    const user = await _writeRow(sql, actor, row, input, columns, {
-      accountId: relink ? accountId : null,
-      changed,
-      lease,
-    });
+    const user = await _writeRow(sql, actor, row, input, columns, write);
     return {
       user: { ...user, auth_user_id: user.auth_user_id ?? accountId },
       changed,
       identity_created: change?.kind === "created",
     };
   } catch (error) {
-    if (change) throw await _undo(sql, env, change, error);
-    throw error;
+    if (!change || !intentId) throw error;
+    return await _afterFailedWrite(
+      { sql, env, lease, intentId },
+      change,
+      error,
+      { row, rowSet, accountId, changed },
+    );
   }
+}
+
+// The row columns the call writes once Auth has changed, as the intent
+// records them (a created account's id is only known from Auth).
+function _rowSet(input: UpdateRequest, linkTo: string | null): RowSet {
+  return {
+    ...(input.email !== undefined ? { correo: input.email } : {}),
+    ...(input.nombre_usuario !== undefined
+      ? { nombre_usuario: input.nombre_usuario }
+      : {}),
+    ...(linkTo !== null ? { auth_user_id: linkTo } : {}),
+  };
+}
+
+// The write failed: did its COMMIT land all the same? The intent, settled
+// in the same transaction, says. Landed: the call succeeded. Settled by
+// another call: this call's lease lapsed and that call took over, so
+// nothing is undone. Open: the write certainly failed; Auth is put back.
+// Unknown (the read-back failed too): the intent stays open for the row's
+// next holder, and the answer says the provider may have changed.
+async function _afterFailedWrite(
+  scope: Scope,
+  change: ProviderChange,
+  error: unknown,
+  done: {
+    row: _Row;
+    rowSet: RowSet;
+    accountId: string | null;
+    changed: Field[];
+  },
+): Promise<UpdateResult> {
+  let state: IntentState | null;
+  try {
+    state = await intentState(scope.sql, scope.intentId);
+  } catch (readBack) {
+    logEvent("error", "Intent not read back after a failed row write", {
+      fn: "auth-sync",
+      intent_id: scope.intentId,
+      cause: errorText(readBack),
+    });
+    throw new HttpError("partial_failure", {
+      extra: {
+        provider_changed: _sent(change),
+        provider_state: "unknown",
+        error: publicDbError(error),
+      },
+      cause: error,
+    });
+  }
+  const own = state?.settledBy === scope.lease.holder;
+  if (state && own && state.outcome === "applied") {
+    // Written by this call: only the answer to its COMMIT was lost.
+    logEvent("warn", "Row write committed though its answer was lost", {
+      fn: "auth-sync",
+      intent_id: scope.intentId,
+      cause: errorText(error),
+    });
+    // Answered from what was written, without another read that could
+    // fail and contradict the audit row the write committed.
+    return {
+      user: {
+        id: done.row.id,
+        correo: done.rowSet.correo ?? done.row.correo,
+        nombre_usuario: done.rowSet.nombre_usuario ?? done.row.nombre_usuario,
+        auth_user_id: done.row.auth_user_id ?? done.accountId,
+        rol: done.row.rol,
+      },
+      changed: done.changed,
+      identity_created: change.kind === "created",
+    };
+  }
+  if (state && !own) throw supersededError(state.outcome);
+  throw await undoAfterFailedWrite(scope, change, error);
+}
+
+function _sent(change: ProviderChange): Field[] {
+  if (change.kind === "created") return ["email", "password"];
+  return [
+    ...(change.email !== null ? ["email" as const] : []),
+    ...(change.password ? ["password" as const] : []),
+  ];
 }
 
 async function _readRow(
@@ -271,33 +377,31 @@ async function _rowAccount(
   return { account: byCorreo, link: columns.authUserId };
 }
 
-async function _changeProvider(
+/** What the call is to do at Auth, once every check has passed. */
+type _Plan =
+  | {
+    kind: "update";
+    account: Account;
+    email: string | null;
+    password: string | null;
+  }
+  | { kind: "create"; email: string; password: string; requestId: string };
+
+// Checks what Auth would refuse, before anything is recorded or sent.
+async function _providerPlan(
   sql: Sql,
-  env: FunctionEnv,
   row: _Row,
   account: Account | null,
   input: UpdateRequest,
-): Promise<_ProviderChange | null> {
+): Promise<_Plan | null> {
   const { email, password } = input;
   if (email === undefined && password === undefined) return null;
-  const admin = adminApi(env);
   if (account) {
-    const { error } = await admin.updateUserById(account.id, {
-      ...(email !== undefined ? { email, email_confirm: true } : {}),
-      ...(password !== undefined ? { password } : {}),
-    });
-    if (error && answerLost(error)) {
-      throw lostAnswerError(
-        await _settleLostUpdate(sql, env, account, input),
-        error,
-      );
-    }
-    if (error) throw _providerError(error);
     return {
-      kind: "updated",
+      kind: "update",
       account,
-      email: email !== undefined,
-      password: password !== undefined,
+      email: email ?? null,
+      password: password ?? null,
     };
   }
   const newEmail = email ?? normalizeEmail(row.correo);
@@ -320,128 +424,111 @@ async function _changeProvider(
   // found under this email after a lost answer can only be the one created.
   const { byEmail } = await findAccounts(sql, { emails: [newEmail] });
   if (byEmail.has(newEmail)) throw new HttpError("email_exists");
-  const requestId = crypto.randomUUID();
-  const { data, error } = await admin.createUser({
+  return {
+    kind: "create",
     email: newEmail,
     password,
+    requestId: crypto.randomUUID(),
+  };
+}
+
+// Records the intent before Auth is called. Its id is the call's.
+async function _announce(
+  sql: Sql,
+  lease: Lease,
+  actor: Actor,
+  row: _Row,
+  plan: _Plan,
+  rowSet: RowSet,
+): Promise<string> {
+  const id = crypto.randomUUID();
+  await recordIntent(sql, lease, {
+    id,
+    targetId: row.id,
+    kind: plan.kind,
+    accountId: plan.kind === "update" ? plan.account.id : null,
+    createdBy: plan.kind === "create" ? plan.requestId : null,
+    fields: plan.kind === "create" ? ["email", "password"] : [
+      ...(plan.email !== null ? ["email" as const] : []),
+      ...(plan.password !== null ? ["password" as const] : []),
+    ],
+    oldEmail: plan.kind === "update" ? plan.account.email : null,
+    newEmail: plan.email,
+    rowSet,
+    actor,
+  });
+  return id;
+}
+
+// Makes the Auth call of the plan, under a lease renewed first.
+async function _applyProvider(
+  scope: Scope,
+  plan: _Plan,
+): Promise<ProviderChange> {
+  try {
+    await renewLease(scope.sql, scope.lease);
+  } catch (error) {
+    // Auth was not called: nothing for anyone to settle later.
+    await _settleUnchanged(scope);
+    throw error;
+  }
+  const admin = adminApi(scope.env);
+  if (plan.kind === "update") {
+    const { email, password } = plan;
+    const change: ProviderChange = {
+      kind: "updated",
+      account: plan.account,
+      email,
+      password: password !== null,
+    };
+    const { error } = await admin.updateUserById(plan.account.id, {
+      ...(email !== null ? { email, email_confirm: true } : {}),
+      ...(password !== null ? { password } : {}),
+    });
+    if (error && answerLost(error)) {
+      throw lostAnswerError(await settleLostAnswer(scope, change), error);
+    }
+    if (error) {
+      await _settleUnchanged(scope);
+      throw _providerError(error);
+    }
+    return change;
+  }
+  const { data, error } = await admin.createUser({
+    email: plan.email,
+    password: plan.password,
     email_confirm: true,
-    app_metadata: { [CREATED_BY_KEY]: requestId },
+    app_metadata: { [CREATED_BY_KEY]: plan.requestId },
   });
+  const change: ProviderChange = {
+    kind: "created",
+    accountId: data.user?.id ?? null,
+    email: plan.email,
+    requestId: plan.requestId,
+  };
   if (error && answerLost(error)) {
-    throw lostAnswerError(
-      await _settleLostCreate(sql, env, newEmail, requestId),
-      error,
-    );
+    throw lostAnswerError(await settleLostAnswer(scope, change), error);
   }
-  if (error) throw _providerError(error);
-  return { kind: "created", accountId: data.user.id };
+  if (error) {
+    await _settleUnchanged(scope);
+    throw _providerError(error);
+  }
+  return change;
 }
 
-// An account update whose answer was lost: reads the account back, sets a
-// changed email back, and says what is left. A password can be neither read
-// back nor set back, so one that was sent counts as changed: the request
-// left (answerLost excludes one that never did) and may have been applied.
-//
-// The read-back sees what Auth has committed by then. A request still held
-// up inside Auth past the timeout could in principle land later; nothing
-// here can wait for that, and the lease keeps this row's next update out
-// only for its own length.
-async function _settleLostUpdate(
-  sql: Sql,
-  env: FunctionEnv,
-  account: Account,
-  input: UpdateRequest,
-): Promise<LostAnswer> {
-  const sent: ProviderField[] = [];
-  if (input.email !== undefined) sent.push("email");
-  if (input.password !== undefined) sent.push("password");
-  let now: Account | undefined;
+// Auth refused or was never called: the intent is settled `unchanged`. The
+// caller is already answering with an error; an intent left open by a
+// failure here is settled by the row's next holder the same way.
+async function _settleUnchanged(scope: Scope): Promise<void> {
   try {
-    now = (await findAccounts(sql, { ids: [account.id] })).byId.get(
-      account.id,
-    );
+    await settleIntent(scope.sql, scope.intentId, "unchanged", scope.lease);
   } catch (error) {
-    _logLost("Account not read back after a lost answer", error);
-    return { state: "unknown", fields: sent };
+    logEvent("warn", "Intent not settled", {
+      fn: "auth-sync",
+      intent_id: scope.intentId,
+      cause: errorText(error),
+    });
   }
-  const emailApplied = input.email !== undefined && now !== undefined &&
-    input.email !== account.email && now.email === input.email;
-  const left: ProviderField[] = [];
-  if (emailApplied && !(await _restoreEmail(sql, env, account))) {
-    left.push("email");
-  }
-  if (input.password !== undefined) left.push("password");
-  if (left.length > 0) return { state: "changed", fields: left };
-  return { state: emailApplied ? "undone" : "unchanged" };
-}
-
-// An account creation whose answer was lost: the account this call
-// created, if Auth applied it, is the one carrying its request id
-// (findCreatedAccount); it is deleted again. Any other account of that
-// email (a stranger's sign-up meanwhile) is left alone.
-async function _settleLostCreate(
-  sql: Sql,
-  env: FunctionEnv,
-  email: string,
-  requestId: string,
-): Promise<LostAnswer> {
-  let created: string | null;
-  try {
-    created = await findCreatedAccount(sql, email, requestId);
-  } catch (error) {
-    _logLost("Account not read back after a lost answer", error);
-    return { state: "unknown", fields: ["email", "password"] };
-  }
-  if (!created) return { state: "unchanged" };
-  if (await _deleteAccount(sql, env, created)) return { state: "undone" };
-  return { state: "changed", fields: ["email", "password"] };
-}
-
-// Sets an account's email back to what it was. When the answer to that is
-// lost too, the account is read back once more to see whether it worked.
-async function _restoreEmail(
-  sql: Sql,
-  env: FunctionEnv,
-  account: Account,
-): Promise<boolean> {
-  const previous = account.email;
-  if (previous === null) return false;
-  const { error } = await adminApi(env).updateUserById(account.id, {
-    email: previous,
-    ...(account.emailConfirmed ? { email_confirm: true } : {}),
-  });
-  if (!error) return true;
-  _logLost("Email not set back", error);
-  if (!answerLost(error)) return false;
-  try {
-    const { byId } = await findAccounts(sql, { ids: [account.id] });
-    return byId.get(account.id)?.email === previous;
-  } catch {
-    return false;
-  }
-}
-
-// Deletes an account auth-sync created; as _restoreEmail, reads back when
-// the answer is lost.
-async function _deleteAccount(
-  sql: Sql,
-  env: FunctionEnv,
-  accountId: string,
-): Promise<boolean> {
-  const { error } = await adminApi(env).deleteUser(accountId);
-  if (!error) return true;
-  _logLost("Created account not deleted", error);
-  if (!answerLost(error)) return false;
-  try {
-    const { byId } = await findAccounts(sql, { ids: [accountId] });
-    return !byId.has(accountId);
-  } catch {
-    return false;
-  }
-}
-
-function _logLost(message: string, error: unknown): void {
-  logEvent("warn", message, { fn: "auth-sync", cause: errorText(error) });
 }
 
 function _providerError(error: AuthError): HttpError {
@@ -463,11 +550,16 @@ function _providerError(error: AuthError): HttpError {
 
 async function _writeRow(
   sql: Sql,
-  actor: Identity,
+  actor: Actor,
   row: _Row,
   input: UpdateRequest,
   columns: OptionalColumns,
-  plan: { accountId: string | null; changed: Field[]; lease: Lease },
+  plan: {
+    accountId: string | null;
+    changed: Field[];
+    lease: Lease;
+    intentId: string | null;
+  },
 ): Promise<Omit<_Row, "auth_user_id"> & { auth_user_id: string | null }> {
   const set: Record<string, string> = {};
   if (input.email !== undefined) set.correo = input.email;
@@ -502,6 +594,12 @@ async function _writeRow(
           select u.id, u.correo, u.nombre_usuario,
                  ${authUserId} as auth_user_id, u.rol
           from public.usuarios u where u.id = ${row.id}`;
+    // Settled in the same transaction: a reader of the intent knows whether
+    // this COMMIT landed, even when its answer is lost.
+    if (
+      plan.intentId !== null &&
+      !(await settleIntent(tx, plan.intentId, "applied", plan.lease))
+    ) throw new Error(`Intent "${plan.intentId}" was settled meanwhile`);
     await writeAudit(tx, {
       actor,
       action: "update",
@@ -510,39 +608,6 @@ async function _writeRow(
       outcome: "ok",
     });
     return { ...rows[0], id: Number(rows[0].id) };
-  });
-}
-
-// Puts the provider back as it was where the Auth API allows, and says what
-// to answer: the database's own failure when everything was undone,
-// partial_failure with the fields still changed otherwise.
-async function _undo(
-  sql: Sql,
-  env: FunctionEnv,
-  change: _ProviderChange,
-  dbError: unknown,
-): Promise<unknown> {
-  const left: Field[] = [];
-  if (change.kind === "created") {
-    if (!(await _deleteAccount(sql, env, change.accountId))) {
-      left.push("email", "password");
-    }
-  } else {
-    if (change.email && !(await _restoreEmail(sql, env, change.account))) {
-      left.push("email");
-    }
-    if (change.password) left.push("password");
-  }
-  logEvent("warn", "Row update failed after the provider changed", {
-    fn: "auth-sync",
-    undone: left.length === 0,
-    left_changed: left.join(","),
-    cause: errorText(dbError),
-  });
-  if (left.length === 0) return dbError;
-  return new HttpError("partial_failure", {
-    extra: { provider_changed: left, error: publicDbError(dbError) },
-    cause: dbError,
   });
 }
 

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { isAdmin } from "../_shared/admin.ts";
+import { adminPolicy, isAdmin } from "../_shared/admin.ts";
 import { authenticate, bearerToken } from "../_shared/auth.ts";
 import { withColumns } from "../_shared/columns.ts";
 import { database } from "../_shared/db.ts";
@@ -47,7 +47,7 @@ export async function presence(
     sql,
     (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
   );
-  const admin = isAdmin(identity, row, ctx.env.adminEmails);
+  const admin = await isAdmin(identity, row, adminPolicy(ctx.env));
   if (!row && !admin) throw new HttpError("user_not_found");
   const body = parsePresenceRequest(await readJsonBody(req));
   const { presenceAwayAfterS: awayS, presenceOfflineAfterS: offlineS } =

@@ -15,6 +15,7 @@ import type { OptionalColumns } from "../_shared/columns.ts";
 import type { Sql } from "../_shared/db.ts";
 import type { Fragment } from "../_shared/match_user.ts";
 import type { CursorState } from "./cursor.ts";
+import { maskUsername } from "./mask.ts";
 import type { Status } from "./schema.ts";
 
 /** One user as the answer lists it. */
@@ -212,22 +213,6 @@ function _changedSince(sql: Sql, c: CursorState, o: ReadOptions) {
   )`;
 }
 
-/**
- * A username as a standard user may see it: one that is a full email (the
- * spec allows it) is cut at its last `@`, so emails reach administrators
- * only.
- *
- * @example
- * ```ts
- * withoutDomain("carla@example.com"); // "carla"
- * ```
- */
-export function withoutDomain(name: string | null): string | null {
-  if (name === null) return null;
-  const at = name.lastIndexOf("@");
-  return at < 0 ? name : name.slice(0, at);
-}
-
 function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
   const head = rows[0];
   const found = rows.filter((r) => r.id !== null);
@@ -238,7 +223,7 @@ function _result(horizon: string, rows: _Row[], o: ReadOptions): ReadResult {
       id: Number(r.id),
       nombre_usuario: o.admin
         ? r.nombre_usuario
-        : withoutDomain(r.nombre_usuario),
+        : maskUsername(r.nombre_usuario),
       presence_state: r.presence_state,
       ultimo_acceso: r.ultimo_acceso ? r.ultimo_acceso.toISOString() : null,
       status: r.status!,

@@ -1,0 +1,716 @@
+/**
+ * The email flows of the Auth stand-in, as Supabase Auth runs them
+ * (internal/api/recover.go, magic_link.go, otp.go, resend.go, verify.go,
+ * mail.go): one-time tokens stored as `sha224(email + code)` in the users
+ * columns, mails caught by the local {@linkcode Inbox}, and `/verify`
+ * exchanging a link or a code for a session. The implicit flow only: a
+ * `code_challenge` (PKCE) is refused with a message saying so.
+ *
+ * @module
+ */
+import { createHash } from "node:crypto";
+import type { AuthContext } from "./context.ts";
+import { EMAIL_MAX_FREQUENCY_MS } from "./context.ts";
+import {
+  ApiError,
+  badRequest,
+  forbidden,
+  jsonResponse,
+  unprocessable,
+} from "./errors.ts";
+import { requestAud } from "./guards.ts";
+import {
+  clientIp,
+  mapField,
+  readJson,
+  stringField,
+  userAgent,
+} from "./http.ts";
+import type { MailType } from "./mailer.ts";
+import { validateEmail, validatePhone } from "./passwords.ts";
+import {
+  type Db,
+  findUserByEmail,
+  findUserById,
+  findUserByTokenHash,
+  iso,
+  mergeMetadata,
+  msOf,
+  type TokenColumn,
+  updateIdentityData,
+  updateUser,
+  type UserRow,
+} from "./store.ts";
+import { isBanned, type IssuedTokens, issueSession } from "./tokens.ts";
+
+/** Length of the emailed code (config.toml `[auth.email] otp_length`). */
+export const OTP_LENGTH = 6;
+
+/** What a sign-up does when it has to make an account (api.ts). */
+export type SignUp = (
+  req: Request,
+  email: string,
+  password: string,
+  data: Record<string, unknown>,
+) => Promise<Response>;
+
+const _PKCE_MESSAGE =
+  "PKCE flow (code_challenge) is not supported by the local Auth stand-in; use the implicit flow (supabase-js createClient's default flowType)";
+
+/** Refuses a request that asks for the PKCE flow. */
+export function refusePkce(body: Record<string, unknown>): void {
+  if (body.code_challenge || body.code_challenge_method) {
+    throw badRequest("validation_failed", _PKCE_MESSAGE);
+  }
+}
+
+/**
+ * Where a link sends the browser back to: `redirect_to` (query) or the
+ * Referer when allowed (config.toml `site_url` host, or
+ * `additional_redirect_urls`), else `site_url`, as `GetReferrer` does.
+ */
+export function redirectTarget(ctx: AuthContext, req: Request): string {
+  const url = new URL(req.url);
+  const asked = url.searchParams.get("redirect_to") ??
+    req.headers.get("referer") ?? "";
+  return _allowedRedirect(ctx, asked) ? asked : ctx.siteUrl;
+}
+
+function _allowedRedirect(ctx: AuthContext, target: string): boolean {
+  if (target === "") return false;
+  let parsed: URL;
+  try {
+    parsed = new URL(target);
+  } catch {
+    return false;
+  }
+  if (parsed.hostname === new URL(ctx.siteUrl).hostname) return true;
+  return ctx.additionalRedirectUrls.some((pattern) => {
+    // Supabase's globs: `*` within a path segment, `**` across them.
+    const regex = new RegExp(
+      `^${
+        pattern.split("**").map((part) =>
+          part.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+            .join("[^/]*")
+        ).join(".*")
+      }$`,
+    );
+    return regex.test(target);
+  });
+}
+
+/** `sha224(email + code)` in hex, Supabase Auth's `GenerateTokenHash`. */
+export function tokenHash(email: string, code: string): string {
+  return createHash("sha224").update(email + code).digest("hex");
+}
+
+function _code(): string {
+  const digits = crypto.getRandomValues(new Uint32Array(OTP_LENGTH));
+  return [...digits].map((d) => String(d % 10)).join("");
+}
+
+function _link(
+  ctx: AuthContext,
+  hash: string,
+  type: MailType,
+  redirectTo: string,
+): string {
+  const query = new URLSearchParams({
+    token: hash,
+    type,
+    redirect_to: redirectTo,
+  });
+  return `${ctx.externalUrl}/verify?${query}`;
+}
+
+// validateSentWithinFrequencyLimit: one mail of a kind per user per
+// config.toml `[auth.email] max_frequency`.
+function _checkFrequency(ctx: AuthContext, sentAt: string | null): void {
+  if (!sentAt) return;
+  const wait = msOf(sentAt) + EMAIL_MAX_FREQUENCY_MS - ctx.now();
+  if (wait > 0) {
+    throw new ApiError(
+      429,
+      "over_email_send_rate_limit",
+      `For security purposes, you can only request this after ${
+        Math.ceil(wait / 1000)
+      } seconds.`,
+    );
+  }
+}
+
+/** Mails a sign-up confirmation (`sendConfirmation`). */
+export async function sendConfirmation(
+  ctx: AuthContext,
+  tx: Db,
+  user: UserRow,
+  redirectTo: string,
+): Promise<void> {
+  _checkFrequency(ctx, user.confirmation_sent_at);
+  const email = user.email ?? "";
+  const code = _code();
+  const hash = tokenHash(email, code);
+  await updateUser(tx, user.id, {
+    confirmation_token: hash,
+    confirmation_sent_at: iso(ctx.now()),
+  }, ctx.now());
+  ctx.inbox.send({
+    to: email,
+    type: "signup",
+    link: _link(ctx, hash, "signup", redirectTo),
+    otp: code,
+  });
+}
+
+// sendPasswordRecovery and sendMagicLink: both use the recovery token.
+async function _sendRecoveryToken(
+  ctx: AuthContext,
+  tx: Db,
+  user: UserRow,
+  type: "recovery" | "magiclink",
+  redirectTo: string,
+): Promise<void> {
+  _checkFrequency(ctx, user.recovery_sent_at);
+  const email = user.email ?? "";
+  const code = _code();
+  const hash = tokenHash(email, code);
+  await updateUser(tx, user.id, {
+    recovery_token: hash,
+    recovery_sent_at: iso(ctx.now()),
+  }, ctx.now());
+  ctx.inbox.send({
+    to: email,
+    type,
+    link: _link(ctx, hash, type, redirectTo),
+    otp: code,
+  });
+}
+
+/**
+ * Records a pending email change and mails its links (`sendEmailChange`):
+ * one to the new address and, when the user has an address, one to it
+ * (double confirmation, config.toml `double_confirm_changes`).
+ */
+export async function sendEmailChange(
+  ctx: AuthContext,
+  tx: Db,
+  user: UserRow,
+  newEmail: string,
+  redirectTo: string,
+): Promise<void> {
+  _checkFrequency(ctx, user.email_change_sent_at);
+  const codeNew = _code();
+  const hashNew = tokenHash(newEmail, codeNew);
+  const current = user.email ?? "";
+  const codeCurrent = current ? _code() : "";
+  const hashCurrent = current ? tokenHash(current, codeCurrent) : "";
+  await updateUser(tx, user.id, {
+    email_change: newEmail,
+    email_change_token_new: hashNew,
+    email_change_token_current: hashCurrent,
+    email_change_confirm_status: 0,
+    email_change_sent_at: iso(ctx.now()),
+  }, ctx.now());
+  ctx.inbox.send({
+    to: newEmail,
+    type: "email_change",
+    link: _link(ctx, hashNew, "email_change", redirectTo),
+    otp: codeNew,
+  }, { newEmail });
+  if (current) {
+    ctx.inbox.send({
+      to: current,
+      type: "email_change",
+      link: _link(ctx, hashCurrent, "email_change", redirectTo),
+      otp: codeCurrent,
+    }, { newEmail });
+  }
+}
+
+/** POST /recover: 200 `{}` whether or not the address has an account. */
+export async function recover(
+  ctx: AuthContext,
+  req: Request,
+): Promise<Response> {
+  const s = "RecoverParams";
+  const body = await readJson(req, s);
+  let email = stringField(body, "email", s);
+  refusePkce(body);
+  if (email === "") {
+    throw badRequest(
+      "validation_failed",
+      "Password recovery requires an email",
+    );
+  }
+  email = validateEmail(email);
+  const user = await findUserByEmail(ctx.sql, email, requestAud(req, null));
+  if (!user) return jsonResponse(200, {});
+  const redirectTo = redirectTarget(ctx, req);
+  await ctx.sql.begin((tx) =>
+    _sendRecoveryToken(ctx, tx, user, "recovery", redirectTo)
+  );
+  return jsonResponse(200, {});
+}
+
+/**
+ * POST /otp (email) and POST /magiclink: a sign-in link and code for an
+ * existing confirmed account; otherwise a sign-up (with a random password)
+ * whose confirmation mail doubles as the link. `create_user: false` with no
+ * account is 422 `otp_disabled`.
+ */
+export async function otp(
+  ctx: AuthContext,
+  req: Request,
+  signUp: SignUp,
+  route: "/otp" | "/magiclink",
+): Promise<Response> {
+  const s = route === "/otp" ? "OtpParams" : "MagicLinkParams";
+  const body = await readJson(req, s);
+  let email = stringField(body, "email", s);
+  const phone = route === "/otp" ? stringField(body, "phone", s) : "";
+  const data = mapField(body, "data", s) ?? {};
+  const createUser = body.create_user === undefined || body.create_user === null
+    ? true
+    : body.create_user;
+  if (typeof createUser !== "boolean") {
+    throw badRequest(
+      "bad_json",
+      "Could not parse request body as JSON: json: cannot unmarshal into Go struct field OtpParams.create_user of type bool",
+    );
+  }
+  if (route === "/otp") {
+    if (email !== "" && phone !== "") {
+      throw badRequest(
+        "validation_failed",
+        "Only an email address or phone number should be provided",
+      );
+    }
+    if (phone !== "") {
+      throw badRequest(
+        "phone_provider_disabled",
+        "Unsupported phone provider",
+      );
+    }
+    if (email === "") {
+      throw badRequest(
+        "validation_failed",
+        "One of email or phone must be set",
+      );
+    }
+  } else if (email === "") {
+    throw unprocessable(
+      "validation_failed",
+      "Password recovery requires an email",
+    );
+  }
+  refusePkce(body);
+  email = validateEmail(email);
+  const aud = requestAud(req, null);
+  const user = await findUserByEmail(ctx.sql, email, aud);
+  if (!user && !createUser) {
+    throw unprocessable("otp_disabled", "Signups not allowed for otp");
+  }
+  const redirectTo = redirectTarget(ctx, req);
+  if (!user || !user.email_confirmed_at) {
+    const password = _randomPassword();
+    const res = await signUp(req, email, password, data);
+    if (!res.ok) return res;
+    await res.body?.cancel();
+    if (!ctx.mailerAutoconfirm) return jsonResponse(200, {});
+  }
+  const fresh = (await findUserByEmail(ctx.sql, email, aud))!;
+  await ctx.sql.begin((tx) =>
+    _sendRecoveryToken(ctx, tx, fresh, "magiclink", redirectTo)
+  );
+  return jsonResponse(200, {});
+}
+
+function _randomPassword(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return btoa(String.fromCharCode(...bytes));
+}
+
+/** POST /resend: `signup` or `email_change` mails again. */
+export async function resend(
+  ctx: AuthContext,
+  req: Request,
+): Promise<Response> {
+  const s = "ResendConfirmationParams";
+  const body = await readJson(req, s);
+  const type = stringField(body, "type", s);
+  let email = stringField(body, "email", s);
+  const phone = stringField(body, "phone", s);
+  if (type === "sms" || type === "phone_change") {
+    throw badRequest("phone_provider_disabled", "Phone logins are disabled");
+  }
+  if (type !== "signup" && type !== "email_change") {
+    throw badRequest(
+      "validation_failed",
+      "Missing one of these types: signup, email_change, sms, phone_change",
+    );
+  }
+  refusePkce(body);
+  if (email === "" && type === "signup") {
+    throw badRequest(
+      "validation_failed",
+      "Type provided requires an email address",
+    );
+  }
+  if (email !== "" && phone !== "") {
+    throw badRequest(
+      "validation_failed",
+      "Only an email address or phone number should be provided.",
+    );
+  }
+  if (phone !== "") {
+    throw badRequest("phone_provider_disabled", "Phone logins are disabled");
+  }
+  if (email === "") {
+    throw badRequest(
+      "validation_failed",
+      "Missing email address or phone number",
+    );
+  }
+  email = validateEmail(email);
+  const user = await findUserByEmail(ctx.sql, email, requestAud(req, null));
+  if (!user) return jsonResponse(200, {});
+  if (type === "signup" && user.email_confirmed_at) {
+    return jsonResponse(200, {});
+  }
+  if (type === "email_change" && !user.email_change) {
+    return jsonResponse(200, {});
+  }
+  const redirectTo = redirectTarget(ctx, req);
+  await ctx.sql.begin((tx) =>
+    type === "signup"
+      ? sendConfirmation(ctx, tx, user, redirectTo)
+      : sendEmailChange(ctx, tx, user, user.email_change!, redirectTo)
+  );
+  return jsonResponse(200, {});
+}
+
+const _SINGLE_CONFIRMATION =
+  "Confirmation link accepted. Please proceed to confirm link sent to the other email";
+
+// The users columns each verification type reads its token from.
+const _COLUMNS: Record<string, readonly TokenColumn[]> = {
+  signup: ["confirmation_token"],
+  invite: ["confirmation_token"],
+  recovery: ["recovery_token"],
+  magiclink: ["recovery_token"],
+  email: ["confirmation_token", "recovery_token"],
+  email_change: ["email_change_token_current", "email_change_token_new"],
+};
+
+interface Verified {
+  /** Tokens of the new session, or none after the first of two email-change links. */
+  issued: IssuedTokens | null;
+  /** The verification type after `email` is resolved. */
+  type: string;
+}
+
+/**
+ * GET /verify (a mail's link): 303 to `redirect_to` with the session in the
+ * fragment (`#access_token=…&type=recovery`), or the error there
+ * (`#error=access_denied&error_code=otp_expired…`).
+ * POST /verify (`verifyOtp`): 200 with the session, 403 `otp_expired`.
+ */
+export async function verify(
+  ctx: AuthContext,
+  req: Request,
+): Promise<Response> {
+  const url = new URL(req.url);
+  if (req.method === "GET") {
+    const token = url.searchParams.get("token") ?? "";
+    const type = url.searchParams.get("type") ?? "";
+    const redirectTo = redirectTarget(ctx, req);
+    if (type === "") {
+      throw badRequest(
+        "validation_failed",
+        "Verify requires a verification type",
+      );
+    }
+    if (token === "") {
+      throw badRequest(
+        "validation_failed",
+        "Verify requires a token or a token hash",
+      );
+    }
+    if (token.startsWith("pkce_")) {
+      throw badRequest("validation_failed", _PKCE_MESSAGE);
+    }
+    let target: string;
+    try {
+      const done = await _verifyHash(ctx, req, token, type);
+      if (!done.issued) {
+        target = _withFragment(redirectTo, { message: _SINGLE_CONFIRMATION });
+      } else {
+        const b = done.issued.body;
+        target = _withFragment(redirectTo, {
+          access_token: String(b.access_token),
+          expires_at: String(b.expires_at),
+          expires_in: String(b.expires_in),
+          refresh_token: String(b.refresh_token),
+          token_type: String(b.token_type),
+          type: done.type,
+        });
+      }
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      target = _withFragment(redirectTo, {
+        ...(_OAUTH_ERRORS[err.status]
+          ? { error: _OAUTH_ERRORS[err.status] }
+          : {}),
+        error_code: err.errorCode,
+        error_description: err.message,
+      });
+    }
+    return new Response(null, { status: 303, headers: { Location: target } });
+  }
+
+  const s = "VerifyParams";
+  const body = await readJson(req, s);
+  const type = stringField(body, "type", s);
+  const token = stringField(body, "token", s);
+  const hash = stringField(body, "token_hash", s);
+  let email = stringField(body, "email", s);
+  const phone = stringField(body, "phone", s);
+  const redirect = stringField(body, "redirect_to", s);
+  if (type === "") {
+    throw badRequest(
+      "validation_failed",
+      "Verify requires a verification type",
+    );
+  }
+  if ((token === "") === (hash === "")) {
+    throw badRequest(
+      "validation_failed",
+      "Verify requires either a token or a token hash",
+    );
+  }
+  let done: Verified;
+  if (token !== "" && phone !== "" && _PHONE_TYPES.has(type)) {
+    // No account has a phone here (phone sign-ups are off), so a valid
+    // number is never found: Supabase Auth's answer for that.
+    validatePhone(phone);
+    throw forbidden("otp_expired", "Token has expired or is invalid");
+  }
+  if (token !== "") {
+    if (email === "") {
+      throw badRequest(
+        "validation_failed",
+        "Only an email address or phone number should be provided on verify",
+      );
+    }
+    try {
+      email = validateEmail(email);
+    } catch {
+      throw unprocessable("validation_failed", "Invalid email format");
+    }
+    done = await _verifyCode(ctx, req, email, token, type);
+  } else {
+    if (email !== "" || phone !== "" || redirect !== "") {
+      throw badRequest(
+        "validation_failed",
+        "Only the token_hash and type should be provided",
+      );
+    }
+    done = await _verifyHash(ctx, req, hash, type);
+  }
+  if (!done.issued) {
+    return jsonResponse(200, { msg: _SINGLE_CONFIRMATION, code: "200" });
+  }
+  return jsonResponse(200, done.issued.body, done.issued.headers);
+}
+
+const _PHONE_TYPES = new Set(["sms", "phone_change"]);
+
+// oauthErrorMap: the OAuth `error` a link's failure carries.
+const _OAUTH_ERRORS: Record<number, string> = {
+  400: "invalid_request",
+  401: "unauthorized_client",
+  403: "access_denied",
+  500: "server_error",
+  503: "temporarily_unavailable",
+};
+
+function _withFragment(target: string, values: Record<string, string>): string {
+  const fragment = new URLSearchParams(
+    Object.entries(values).sort(([a], [b]) => a.localeCompare(b)),
+  );
+  if (!("access_token" in values)) fragment.set("sb", "");
+  const url = new URL(target);
+  url.hash = fragment.toString();
+  return url.toString();
+}
+
+// verifyTokenHash: a link's token (or `token_hash`) finds its user.
+async function _verifyHash(
+  ctx: AuthContext,
+  req: Request,
+  hash: string,
+  type: string,
+): Promise<Verified> {
+  const columns = _COLUMNS[type];
+  if (!columns) {
+    throw badRequest(
+      "validation_failed",
+      "Invalid email verification type",
+    );
+  }
+  const invalid = () =>
+    forbidden("otp_expired", "Email link is invalid or has expired");
+  return await ctx.sql.begin(async (tx) => {
+    const user = await findUserByTokenHash(tx, hash, columns);
+    if (!user) throw invalid();
+    if (isBanned(user, ctx.now())) {
+      throw forbidden("user_banned", "User is banned");
+    }
+    let resolved = type;
+    let sentAt = _sentAt(user, type);
+    if (type === "email") {
+      resolved = user.recovery_token === hash ? "magiclink" : "signup";
+      sentAt = _sentAt(user, resolved);
+    }
+    if (_expired(ctx, sentAt)) throw invalid();
+    return await _complete(ctx, tx, req, user, resolved, hash);
+  });
+}
+
+// verifyUserAndToken: the code typed from a mail, with its address.
+async function _verifyCode(
+  ctx: AuthContext,
+  req: Request,
+  email: string,
+  code: string,
+  type: string,
+): Promise<Verified> {
+  if (!_COLUMNS[type]) {
+    throw badRequest("validation_failed", "Unsupported verification type");
+  }
+  const invalid = () =>
+    forbidden("otp_expired", "Token has expired or is invalid");
+  const aud = requestAud(req, null);
+  return await ctx.sql.begin(async (tx) => {
+    let user: UserRow | null;
+    if (type === "email_change") {
+      const rows = await tx`
+        select id::text from auth.users
+        where (lower(email_change) = ${email}::text
+          or lower(email) = ${email}::text) and aud = ${aud}::text
+          and email_change <> '' limit 1`;
+      user = rows.length ? await findUserById(tx, rows[0].id) : null;
+    } else {
+      user = await findUserByEmail(tx, email, aud);
+    }
+    if (!user) throw invalid();
+    if (isBanned(user, ctx.now())) {
+      throw forbidden("user_banned", "User is banned");
+    }
+    const hash = tokenHash(email, code);
+    const valid = (column: TokenColumn, kind: string) =>
+      user![column] === hash && !_expired(ctx, _sentAt(user!, kind));
+    let resolved = type;
+    if (type === "email") {
+      if (valid("confirmation_token", "signup")) resolved = "signup";
+      else if (valid("recovery_token", "magiclink")) resolved = "magiclink";
+      else throw invalid();
+    } else if (
+      !_COLUMNS[type].some((column) => valid(column, type))
+    ) {
+      throw invalid();
+    }
+    return await _complete(ctx, tx, req, user, resolved, hash);
+  });
+}
+
+function _sentAt(user: UserRow, type: string): string | null {
+  if (type === "recovery" || type === "magiclink") return user.recovery_sent_at;
+  if (type === "email_change") return user.email_change_sent_at;
+  return user.confirmation_sent_at;
+}
+
+// isOtpExpired: config.toml `[auth.email] otp_expiry`.
+function _expired(ctx: AuthContext, sentAt: string | null): boolean {
+  return !sentAt || msOf(sentAt) + ctx.otpExpiry * 1000 < ctx.now();
+}
+
+// signupVerify, recoverVerify and emailChangeVerify, then a session.
+async function _complete(
+  ctx: AuthContext,
+  tx: Db,
+  req: Request,
+  user: UserRow,
+  type: string,
+  hash: string,
+): Promise<Verified> {
+  const now = ctx.now();
+  if (type === "signup" || type === "invite") {
+    await _confirm(tx, user, now);
+  } else if (type === "recovery" || type === "magiclink") {
+    await updateUser(tx, user.id, { recovery_token: "" }, now);
+    if (!user.email_confirmed_at) await _confirm(tx, user, now);
+  } else if (type === "email_change") {
+    if (
+      !ctx.mailerAutoconfirm && user.email_change_confirm_status === 0 &&
+      user.email
+    ) {
+      // The first of the two links: wait for the other one.
+      await updateUser(tx, user.id, {
+        email_change_confirm_status: 1,
+        ...(user.email_change_token_current === hash
+          ? { email_change_token_current: "" }
+          : { email_change_token_new: "" }),
+      }, now);
+      return { issued: null, type };
+    }
+    const newEmail = user.email_change ?? "";
+    for (const identity of user.identities ?? []) {
+      if (identity.provider === "email") {
+        await updateIdentityData(tx, identity.id, {
+          email: newEmail,
+          email_verified: true,
+        }, now);
+      }
+    }
+    await updateUser(tx, user.id, {
+      email: newEmail,
+      email_change: "",
+      email_change_token_new: "",
+      email_change_token_current: "",
+      email_change_confirm_status: 0,
+      raw_user_meta_data: user.raw_user_meta_data &&
+          "email" in user.raw_user_meta_data
+        ? mergeMetadata(user.raw_user_meta_data, { email: newEmail })
+        : user.raw_user_meta_data,
+    }, now);
+  }
+  const issued = await issueSession(
+    ctx,
+    tx,
+    user.id,
+    {
+      userAgent: userAgent(req),
+      ip: clientIp(req),
+    },
+    undefined,
+    "otp",
+  );
+  return { issued, type };
+}
+
+// User.Confirm: the address is proven.
+async function _confirm(tx: Db, user: UserRow, now: number): Promise<void> {
+  await updateUser(tx, user.id, {
+    email_confirmed_at: user.email_confirmed_at ?? iso(now),
+    confirmation_token: "",
+    raw_user_meta_data: mergeMetadata(user.raw_user_meta_data, {
+      email_verified: true,
+    }),
+  }, now);
+  for (const identity of user.identities ?? []) {
+    if (identity.provider === "email") {
+      await updateIdentityData(tx, identity.id, { email_verified: true }, now);
+    }
+  }
+}

@@ -1,0 +1,395 @@
+import assert from "node:assert/strict";
+import { isAuthApiError, isAuthWeakPasswordError } from "@supabase/supabase-js";
+import { freshEmail, type Harness, json, startHarness } from "./_harness.ts";
+import type { Mail } from "./mailer.ts";
+
+async function withHarness(
+  fn: (h: Harness) => Promise<void>,
+  options: Parameters<typeof startHarness>[0] = {},
+): Promise<void> {
+  const h = await startHarness(options);
+  try {
+    await fn(h);
+  } finally {
+    await h.close();
+  }
+}
+
+/** Follows a mail's link as a browser would, without following the redirect. */
+async function follow(mail: Mail): Promise<URL> {
+  const res = await fetch(mail.link, { redirect: "manual" });
+  assert.equal(res.status, 303);
+  await res.body?.cancel();
+  return new URL(res.headers.get("location")!);
+}
+
+function fragment(url: URL): URLSearchParams {
+  return new URLSearchParams(url.hash.slice(1));
+}
+
+function only(h: Harness, to: string, type: Mail["type"]): Mail {
+  const mails = h.inbox.list(to).filter((m) => m.type === type);
+  assert.equal(mails.length, 1, JSON.stringify(h.inbox.list()));
+  return mails[0];
+}
+
+Deno.test("auth email: resetPasswordForEmail mails a recovery link; following it signs in with type=recovery and updateUser sets the new password", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    const { error: signUpError } = await h.anon().auth.signUp({
+      email,
+      password: "old-secret",
+    });
+    assert.equal(signUpError, null);
+
+    const client = h.anon();
+    const reset = await client.auth.resetPasswordForEmail(email, {
+      redirectTo: "http://127.0.0.1:3000/reset",
+    });
+    assert.deepEqual(reset, { data: {}, error: null });
+    const mail = only(h, email, "recovery");
+    assert.equal(mail.subject, "Reset your password");
+    assert.match(mail.otp, /^\d{6}$/);
+    assert.ok(mail.html.includes("Reset password"));
+
+    const back = await follow(mail);
+    assert.equal(back.origin + back.pathname, "http://127.0.0.1:3000/reset");
+    const f = fragment(back);
+    assert.equal(f.get("type"), "recovery");
+    assert.equal(f.get("token_type"), "bearer");
+    // A session from a mailed link is an OTP sign-in, as Supabase Auth says.
+    const payload = f.get("access_token")!.split(".")[1]
+      .replaceAll("-", "+").replaceAll("_", "/");
+    const claims = JSON.parse(
+      atob(payload + "=".repeat((4 - payload.length % 4) % 4)),
+    );
+    assert.deepEqual(claims.amr.map((a: { method: string }) => a.method), [
+      "otp",
+    ]);
+    const session = await client.auth.setSession({
+      access_token: f.get("access_token")!,
+      refresh_token: f.get("refresh_token")!,
+    });
+    assert.equal(session.error, null);
+    assert.equal(session.data.user?.email, email);
+    const updated = await client.auth.updateUser({ password: "new-secret" });
+    assert.equal(updated.error, null);
+
+    const old = await h.anon().auth.signInWithPassword({
+      email,
+      password: "old-secret",
+    });
+    assert.equal(old.error?.code, "invalid_credentials");
+    const fresh = await h.anon().auth.signInWithPassword({
+      email,
+      password: "new-secret",
+    });
+    assert.equal(fresh.error, null);
+
+    // A link works once.
+    const again = fragment(await follow(mail));
+    assert.equal(again.get("error"), "access_denied");
+    assert.equal(again.get("error_code"), "otp_expired");
+    assert.equal(
+      again.get("error_description"),
+      "Email link is invalid or has expired",
+    );
+  });
+});
+
+Deno.test("auth email: recover for an unknown address answers 200 {} and mails nothing; a second request within max_frequency is 429 over_email_send_rate_limit", async () => {
+  await withHarness(async (h) => {
+    const unknown = await h.fetch("/recover", {
+      method: "POST",
+      body: JSON.stringify({ email: freshEmail() }),
+    });
+    assert.equal(unknown.status, 200);
+    assert.deepEqual(await json(unknown), {});
+    assert.equal(h.inbox.list().length, 0);
+
+    const email = freshEmail();
+    await h.anon().auth.signUp({ email, password: "secret123" });
+    const first = await h.anon().auth.resetPasswordForEmail(email);
+    assert.equal(first.error, null);
+    const second = await h.anon().auth.resetPasswordForEmail(email);
+    assert.ok(isAuthApiError(second.error));
+    assert.equal(second.error.status, 429);
+    assert.equal(second.error.code, "over_email_send_rate_limit");
+  });
+});
+
+Deno.test("auth email: with confirmations on, signUp mails a confirmation whose link confirms the account and signs in; sign-in before is email_not_confirmed", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    const client = h.anon();
+    const signUp = await client.auth.signUp({
+      email,
+      password: "secret123",
+      options: { emailRedirectTo: "http://127.0.0.1:3000/welcome" },
+    });
+    assert.equal(signUp.error, null);
+    assert.equal(signUp.data.session, null);
+    const early = await h.anon().auth.signInWithPassword({
+      email,
+      password: "secret123",
+    });
+    assert.equal(early.error?.code, "email_not_confirmed");
+
+    const mail = only(h, email, "signup");
+    assert.equal(mail.subject, "Confirm your email address");
+    const back = await follow(mail);
+    assert.equal(back.pathname, "/welcome");
+    const f = fragment(back);
+    assert.equal(f.get("type"), "signup");
+    const me = await client.auth.getUser(f.get("access_token")!);
+    assert.equal(me.error, null);
+    assert.ok(me.data.user?.email_confirmed_at);
+    assert.equal(me.data.user?.user_metadata.email_verified, true);
+
+    const later = await h.anon().auth.signInWithPassword({
+      email,
+      password: "secret123",
+    });
+    assert.equal(later.error, null);
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth email: verifyOtp with the mailed code confirms a sign-up; a wrong code is 403 otp_expired", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    await h.anon().auth.signUp({ email, password: "secret123" });
+    const mail = only(h, email, "signup");
+
+    const wrong = await h.anon().auth.verifyOtp({
+      email,
+      token: mail.otp === "000000" ? "111111" : "000000",
+      type: "signup",
+    });
+    assert.ok(isAuthApiError(wrong.error));
+    assert.equal(wrong.error.status, 403);
+    assert.equal(wrong.error.code, "otp_expired");
+    assert.equal(wrong.error.message, "Token has expired or is invalid");
+
+    const right = await h.anon().auth.verifyOtp({
+      email,
+      token: mail.otp,
+      type: "email",
+    });
+    assert.equal(right.error, null);
+    assert.equal(right.data.user?.email, email);
+    assert.ok(right.data.session?.access_token);
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth email: signInWithOtp mails a sign-in link for an account (and signs up an unknown address); shouldCreateUser false with no account is 422 otp_disabled", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    await h.anon().auth.signUp({ email, password: "secret123" });
+    const sent = await h.anon().auth.signInWithOtp({ email });
+    assert.equal(sent.error, null);
+    const mail = only(h, email, "magiclink");
+    assert.equal(mail.subject, "Your sign-in link");
+    const byHash = await h.anon().auth.verifyOtp({
+      token_hash: new URL(mail.link).searchParams.get("token")!,
+      type: "magiclink",
+    });
+    assert.equal(byHash.error, null);
+    assert.equal(byHash.data.user?.email, email);
+
+    const newcomer = freshEmail();
+    const created = await h.anon().auth.signInWithOtp({ email: newcomer });
+    assert.equal(created.error, null);
+    const link = fragment(await follow(only(h, newcomer, "magiclink")));
+    assert.equal(link.get("type"), "magiclink");
+
+    const refused = await h.anon().auth.signInWithOtp({
+      email: freshEmail(),
+      options: { shouldCreateUser: false },
+    });
+    assert.ok(isAuthApiError(refused.error));
+    assert.equal(refused.error.status, 422);
+    assert.equal(refused.error.code, "otp_disabled");
+    assert.equal(refused.error.message, "Signups not allowed for otp");
+  });
+});
+
+Deno.test("auth email: resend mails the sign-up confirmation again and the new link works", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    await h.anon().auth.signUp({ email, password: "secret123" });
+    h.advance(2_000); // past max_frequency
+    const again = await h.anon().auth.resend({ type: "signup", email });
+    assert.equal(again.error, null);
+    const mails = h.inbox.list(email);
+    assert.equal(mails.length, 2);
+    const old = fragment(await follow(mails[1]));
+    assert.equal(old.get("error_code"), "otp_expired");
+    const fresh = fragment(await follow(mails[0]));
+    assert.equal(fresh.get("type"), "signup");
+    assert.ok(fresh.get("access_token"));
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth email: updateUser({ email }) mails both addresses; with confirmations on the first link is accepted and the second switches the email", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail("old");
+    await h.anon().auth.signUp({ email, password: "secret123" });
+    const client = h.anon();
+    const { data } = await client.auth.verifyOtp({
+      email,
+      token: only(h, email, "signup").otp,
+      type: "signup",
+    });
+    await client.auth.setSession(data.session!);
+    const next = freshEmail("new");
+    const change = await client.auth.updateUser({ email: next });
+    assert.equal(change.error, null);
+    assert.equal(change.data.user?.email, email);
+    assert.equal(change.data.user?.new_email, next);
+
+    const toOld = only(h, email, "email_change");
+    const toNew = only(h, next, "email_change");
+    assert.ok(toNew.html.includes(next));
+    const first = fragment(await follow(toOld));
+    assert.equal(
+      first.get("message"),
+      "Confirmation link accepted. Please proceed to confirm link sent to the other email",
+    );
+    const second = fragment(await follow(toNew));
+    assert.equal(second.get("type"), "email_change");
+    const me = await h.anon().auth.getUser(second.get("access_token")!);
+    assert.equal(me.data.user?.email, next);
+    assert.equal(me.data.user?.new_email, undefined);
+    const signIn = await h.anon().auth.signInWithPassword({
+      email: next,
+      password: "secret123",
+    });
+    assert.equal(signIn.error, null);
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth email: a code_challenge (PKCE) is refused with a message that says it is not supported locally", async () => {
+  await withHarness(async (h) => {
+    const res = await h.fetch("/recover", {
+      method: "POST",
+      body: JSON.stringify({
+        email: freshEmail(),
+        code_challenge: "abc",
+        code_challenge_method: "s256",
+      }),
+    });
+    assert.equal(res.status, 400);
+    const body = await json(res);
+    assert.equal(body.error_code, "validation_failed");
+    assert.match(String(body.msg), /not supported by the local Auth stand-in/);
+  });
+});
+
+Deno.test("auth api: the Auth log has one line per request with its event and error code, and no password or token", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    await h.anon().auth.signUp({ email, password: "secret123" });
+    const bad = await h.anon().auth.signInWithPassword({
+      email,
+      password: "wrong-one",
+    });
+    assert.equal(bad.error?.code, "invalid_credentials");
+    const good = await h.anon().auth.signInWithPassword({
+      email,
+      password: "secret123",
+    });
+    const client = h.anon();
+    await client.auth.setSession(good.data.session!);
+    await client.auth.refreshSession();
+    const lines = h.logs.map((l) => JSON.parse(l));
+    const events = lines.map((l) => [l.event, l.status, l.error_code ?? null]);
+    assert.deepEqual(events, [
+      ["user_signedup", 200, null],
+      ["login_failed", 400, "invalid_credentials"],
+      ["login", 200, null],
+      [undefined, 200, null], // setSession reads the user
+      ["token_refreshed", 200, null],
+    ]);
+    const text = h.logs.join("\n");
+    for (const secret of ["secret123", "wrong-one", email]) {
+      assert.ok(!text.includes(secret), secret);
+    }
+    assert.ok(!text.includes(good.data.session!.access_token));
+  });
+});
+
+Deno.test("auth api: enable_signup = false refuses sign-ups with 422 signup_disabled, and settings say so", async () => {
+  await withHarness(async (h) => {
+    const { error } = await h.anon().auth.signUp({
+      email: freshEmail(),
+      password: "secret123",
+    });
+    assert.ok(isAuthApiError(error));
+    assert.equal(error.status, 422);
+    assert.equal(error.code, "signup_disabled");
+    const settings = await json(await h.fetch("/settings"));
+    assert.equal(settings.disable_signup, true);
+  }, { signupEnabled: false });
+});
+
+Deno.test("auth api: minimum_password_length is honoured by sign-up (422 weak_password)", async () => {
+  await withHarness(async (h) => {
+    const { error } = await h.anon().auth.signUp({
+      email: freshEmail(),
+      password: "short-pw",
+    });
+    assert.ok(isAuthWeakPasswordError(error));
+    assert.equal(error.status, 422);
+    assert.equal(error.code, "weak_password");
+    assert.equal(error.message, "Password should be at least 10 characters.");
+    const ok = await h.anon().auth.signUp({
+      email: freshEmail(),
+      password: "long-enough-pw",
+    });
+    assert.equal(ok.error, null);
+  }, { minPasswordLength: 10 });
+});
+
+Deno.test("auth api: /authorize (OAuth) and unknown routes answer JSON errors that supabase-js reads with status and code", async () => {
+  await withHarness(async (h) => {
+    const oauth = await h.fetch("/authorize?provider=github");
+    assert.equal(oauth.status, 400);
+    assert.deepEqual(await json(oauth), {
+      code: 400,
+      error_code: "validation_failed",
+      msg:
+        "Unsupported provider: provider is not enabled (the local Auth stand-in has no OAuth providers)",
+    });
+    const enroll = await h.fetch("/factors", {
+      method: "POST",
+      body: "{}",
+      headers: { "X-Supabase-Api-Version": "2024-01-01" },
+    });
+    assert.equal(enroll.status, 404);
+    const body = await json(enroll);
+    assert.equal(body.code, "not_found");
+    assert.match(String(body.message), /not supported by the local Auth/);
+  });
+});
+
+Deno.test("auth email: verifyOtp with a phone answers as Supabase Auth does when no account has it (403 otp_expired; a malformed number 400 validation_failed)", async () => {
+  await withHarness(async (h) => {
+    const missing = await h.anon().auth.verifyOtp({
+      phone: "+15555550123",
+      token: "123456",
+      type: "sms",
+    });
+    assert.ok(isAuthApiError(missing.error));
+    assert.equal(missing.error.status, 403);
+    assert.equal(missing.error.code, "otp_expired");
+    assert.equal(missing.error.message, "Token has expired or is invalid");
+    const malformed = await h.anon().auth.verifyOtp({
+      phone: "not-a-phone",
+      token: "123456",
+      type: "sms",
+    });
+    assert.ok(isAuthApiError(malformed.error));
+    assert.equal(malformed.error.status, 400);
+    assert.equal(malformed.error.code, "validation_failed");
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * The local inbox: where the Auth stand-in's mails go instead of an SMTP
+ * server, as `supabase start` catches them in its mail catcher. Mails are
+ * kept in memory (the newest {@linkcode INBOX_LIMIT}) and shown at
+ * `/inbox/` by `local/inbox.ts`.
+ *
+ * The subjects and bodies are Supabase Auth's default templates
+ * (internal/mailer/templatemailer), with its `{{ .ConfirmationURL }}` and
+ * `{{ .Token }}` filled in.
+ *
+ * @module
+ */
+
+/** What a mail is for: the `type` its link carries to `/verify`. */
+export type MailType = "signup" | "recovery" | "magiclink" | "email_change";
+
+/** A caught mail. */
+export interface Mail {
+  /** Id, for the inbox page. */
+  readonly id: string;
+  /** ISO time it was sent. */
+  readonly sentAt: string;
+  readonly to: string;
+  readonly subject: string;
+  readonly type: MailType;
+  /** The body, HTML as Supabase Auth's default template renders it. */
+  readonly html: string;
+  /** The link to follow (`{{ .ConfirmationURL }}`). */
+  readonly link: string;
+  /** The code to type instead (`{{ .Token }}`), for `verifyOtp`. */
+  readonly otp: string;
+}
+
+/** How many mails the inbox keeps (the oldest go first). */
+export const INBOX_LIMIT = 500;
+
+/**
+ * The stack's inbox. `send` is what the Auth stand-in calls; the inbox
+ * page and tests read with `list`.
+ *
+ * @example
+ * ```ts
+ * const inbox = new Inbox();
+ * inbox.send({ to: "a@b.c", type: "recovery", link, otp: "123456" });
+ * inbox.list("a@b.c")[0].subject; // "Reset your password"
+ * ```
+ */
+export class Inbox {
+  readonly #mails: Mail[] = [];
+  readonly #onSend: (mail: Mail) => void;
+
+  /** @param onSend told of every mail (the stack logs it) */
+  constructor(onSend: (mail: Mail) => void = () => {}) {
+    this.#onSend = onSend;
+  }
+
+  /** Renders and keeps a mail. */
+  send(
+    input: { to: string; type: MailType; link: string; otp: string },
+    extra: { newEmail?: string } = {},
+  ): Mail {
+    const template = _TEMPLATES[input.type];
+    const mail: Mail = {
+      id: crypto.randomUUID(),
+      sentAt: new Date().toISOString(),
+      to: input.to,
+      subject: template.subject,
+      type: input.type,
+      html: template.html
+        .replaceAll("{{ .ConfirmationURL }}", _escape(input.link))
+        .replaceAll("{{ .NewEmail }}", _escape(extra.newEmail ?? input.to)),
+      link: input.link,
+      otp: input.otp,
+    };
+    this.#mails.push(mail);
+    if (this.#mails.length > INBOX_LIMIT) this.#mails.shift();
+    this.#onSend(mail);
+    return mail;
+  }
+
+  /** Mails, newest first; only those to `to` (case-insensitive) when given. */
+  list(to?: string): Mail[] {
+    const wanted = to?.toLowerCase();
+    return this.#mails.filter((m) => !wanted || m.to.toLowerCase() === wanted)
+      .reverse();
+  }
+
+  /** One mail by id. */
+  get(id: string): Mail | undefined {
+    return this.#mails.find((m) => m.id === id);
+  }
+
+  /** Empties the inbox. */
+  clear(): void {
+    this.#mails.length = 0;
+  }
+}
+
+// Supabase Auth's default subjects and templates; the code is added the
+// way the hosted templates show it.
+const _TEMPLATES: Record<MailType, { subject: string; html: string }> = {
+  signup: {
+    subject: "Confirm your email address",
+    html: `<h2>Confirm your email address</h2>
+
+<p>Follow the link below to confirm this email address and finish signing up.</p>
+<p><a href="{{ .ConfirmationURL }}">Confirm email address</a></p>
+`,
+  },
+  recovery: {
+    subject: "Reset your password",
+    html: `<h2>Reset your password</h2>
+
+<p>We received a request to reset your password. Follow the link below to choose a new one.</p>
+<p><a href="{{ .ConfirmationURL }}">Reset password</a></p>
+<p>If you didn't request this, you can safely ignore this email.</p>`,
+  },
+  magiclink: {
+    subject: "Your sign-in link",
+    html: `<h2>Your sign-in link</h2>
+
+<p>Follow the link below to sign in. This link expires shortly and can only be used once.</p>
+<p><a href="{{ .ConfirmationURL }}">Sign in</a></p>`,
+  },
+  email_change: {
+    subject: "Confirm your new email address",
+    html: `<h2>Confirm your new email address</h2>
+
+<p>Follow the link below to confirm {{ .NewEmail }} as your new email address.</p>
+<p><a href="{{ .ConfirmationURL }}">Confirm new email address</a></p>
+<p>If you didn't request this change, you can safely ignore this email.</p>`,
+  },
+};
+
+function _escape(text: string): string {
+  return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;")
+    .replaceAll(">", "&gt;").replaceAll('"', "&quot;");
+}

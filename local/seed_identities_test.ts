@@ -1,0 +1,60 @@
+import assert from "node:assert/strict";
+import { createClient } from "@supabase/supabase-js";
+import postgres from "postgres";
+import { ADMIN_STAMP } from "../supabase/functions/_shared/email_proof.ts";
+import { SEED_IDENTITIES } from "./fixture.ts";
+import { seedIdentities } from "./seed_identities.ts";
+import { startStack } from "./stack.ts";
+import { createTestDatabase } from "./testing/database.ts";
+
+Deno.test("seedIdentities: only the fixture's ADMIN_EMAILS identity is stamped, it reads as an administrator, and a later start stamps it again", async () => {
+  const db = Deno.env.get("TEST_DATABASE_URL")
+    ? await createTestDatabase()
+    : null;
+  const stack = await startStack({
+    apiPort: 0,
+    dbPort: 0,
+    dataDir: null,
+    databaseUrl: db?.url,
+  });
+  const sql = postgres(stack.dbUrl, { max: 1, prepare: false });
+  try {
+    const stamped = await sql`
+      select email from auth.users
+      where raw_app_meta_data ->> ${ADMIN_STAMP} = email order by email`;
+    assert.deepEqual(
+      stamped.map((r) => r.email),
+      SEED_IDENTITIES.filter((s) => s.adminVerified).map((s) => s.email),
+    );
+    const jefa = SEED_IDENTITIES.find((s) => s.email === "jefa@example.com")!;
+    const client = createClient(stack.apiUrl, stack.anonKey, {
+      auth: { persistSession: false, autoRefreshToken: false },
+    });
+    const signIn = await client.auth.signInWithPassword(jefa);
+    assert.equal(signIn.error, null);
+    const read = async () => {
+      const { data, error } = await client.functions.invoke("presence", {
+        body: { ids: [1] },
+      });
+      return error ? error.context.status : data.users[0].correo;
+    };
+    assert.equal(await read(), "ana@example.com");
+
+    // A data folder seeded before the stamp existed: the account is there,
+    // unstamped, and has no rights (no row, so 404).
+    const admin = createClient(stack.apiUrl, stack.serviceRoleKey, {
+      auth: { persistSession: false, autoRefreshToken: false },
+    });
+    const unstamped = await admin.auth.admin.updateUserById(jefa.id, {
+      app_metadata: { [ADMIN_STAMP]: null },
+    });
+    assert.equal(unstamped.error, null);
+    assert.equal(await read(), 404);
+    await seedIdentities(stack.apiUrl, stack.serviceRoleKey);
+    assert.equal(await read(), "ana@example.com");
+  } finally {
+    await sql.end();
+    await stack.close();
+    await db?.close();
+  }
+});

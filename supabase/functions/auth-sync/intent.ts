@@ -1,0 +1,314 @@
+/**
+ * Intents (`public.auth_sync_intents`): an update says what it is about to
+ * do at Supabase Auth before it calls Auth, and settles that once the
+ * `usuarios` row follows or the change is undone. A call that dies in
+ * between (a worker killed on a platform limit, a lost COMMIT answer that
+ * left nobody to read it back) leaves its intent open, and the next holder
+ * of the row's lease settles it from what Auth holds ({@linkcode
+ * settleOrphans}): the row follows an account that holds what the intent
+ * set, and nothing else is touched. Settling reads Auth through the
+ * database and writes only the row, so it never calls Auth.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import type { Sql } from "../_shared/db.ts";
+import { errorText, logEvent } from "../_shared/log.ts";
+import { findAccounts, findCreatedAccount } from "./accounts.ts";
+import { type Actor, type Field, writeAudit } from "./audit.ts";
+import type { Lease } from "./lease.ts";
+import type { ProviderField } from "./provider.ts";
+
+/** How an intent ended. */
+export type IntentOutcome =
+  /** The row was written to follow Auth. */
+  | "applied"
+  /** Auth's change was set back (or the created account deleted). */
+  | "undone"
+  /** Auth did not apply the change. */
+  | "unchanged"
+  /** The account holds neither the old nor the new email: another change won. */
+  | "superseded"
+  /** Only a password was sent, which cannot be read back. */
+  | "unknown"
+  /** Auth changed and could not be set back. */
+  | "left_changed";
+
+/** The `usuarios` columns an update writes once Auth has changed. */
+export interface RowSet {
+  correo?: string;
+  nombre_usuario?: string;
+  auth_user_id?: string;
+}
+
+/** An intent as written before Auth is called. */
+export interface Intent {
+  readonly id: string;
+  readonly targetId: number;
+  readonly kind: "update" | "create";
+  /** The changed account (`update`). */
+  readonly accountId: string | null;
+  /** The request id a created account carries (`create`). */
+  readonly createdBy: string | null;
+  readonly fields: readonly ProviderField[];
+  readonly oldEmail: string | null;
+  readonly newEmail: string | null;
+  readonly rowSet: RowSet;
+  readonly actor: Actor;
+}
+
+/**
+ * Writes `intent` in a statement of its own, committed before Auth is
+ * called, under the call's lease.
+ *
+ * @example
+ * ```ts
+ * await recordIntent(sql, lease, { id: crypto.randomUUID(), targetId: 42, kind: "update", ... });
+ * ```
+ */
+export async function recordIntent(
+  sql: Sql,
+  lease: Lease,
+  intent: Intent,
+): Promise<void> {
+  await sql`
+    insert into public.auth_sync_intents
+      (id, target_id, holder, kind, account_id, created_by, fields,
+       old_email, new_email, row_set, actor_kind, actor_auth_user_id,
+       actor_email)
+    values (${intent.id}::uuid, ${intent.targetId}, ${lease.holder}::uuid,
+            ${intent.kind}, ${intent.accountId}::uuid, ${intent.createdBy},
+            ${[...intent.fields]}::text[], ${intent.oldEmail},
+            ${intent.newEmail}, ${
+    sql.json(intent.rowSet as postgres.JSONValue)
+  },
+            ${intent.actor.kind}, ${intent.actor.id}::uuid,
+            ${intent.actor.email})
+  `;
+}
+
+/**
+ * Settles the intent `id` with `outcome` for the lease holder `by`, unless
+ * it is settled already. Pass the transaction that writes the row, so that
+ * the intent is settled exactly when the row is written. True when this
+ * call settled it.
+ */
+export async function settleIntent(
+  sql: postgres.ISql,
+  id: string,
+  outcome: IntentOutcome,
+  by: Lease,
+): Promise<boolean> {
+  const rows = await sql`
+    update public.auth_sync_intents
+    set settled_at = now(), outcome = ${outcome},
+        settled_by = ${by.holder}::uuid
+    where id = ${id}::uuid and settled_at is null
+    returning 1
+  `;
+  return rows.length === 1;
+}
+
+/** How an intent was settled, and by which lease holder. */
+export interface IntentState {
+  readonly outcome: IntentOutcome;
+  readonly settledBy: string;
+}
+
+/**
+ * How the intent `id` ended, `null` while it is open: read back after a
+ * write whose COMMIT answer was lost, it says whether the COMMIT landed
+ * (settled `applied` by the writing call's own lease holder) or another
+ * call settled it meanwhile.
+ */
+export async function intentState(
+  sql: Sql,
+  id: string,
+): Promise<IntentState | null> {
+  const [row] = await sql<
+    { outcome: IntentOutcome | null; settled_by: string | null }[]
+  >`
+    select outcome, settled_by::text from public.auth_sync_intents
+    where id = ${id}::uuid
+  `;
+  return row?.outcome && row.settled_by
+    ? { outcome: row.outcome, settledBy: row.settled_by }
+    : null;
+}
+
+/** One settled intent, as the reconcile report lists it. */
+export interface Settled {
+  readonly intent_id: string;
+  readonly target_id: number;
+  readonly outcome: IntentOutcome;
+}
+
+/**
+ * Settles the open intents of row `targetId` that calls other than the
+ * lease's holder left behind (their lease lapsed, so they are presumed
+ * dead). Call while holding the lease. For each, Auth is read back through
+ * the database:
+ *
+ * - a created account carrying the intent's request id, or an account that
+ *   holds the intent's new email: the row is written as the call meant to
+ *   (`applied`), with the audit row of the call's actor;
+ * - an account that still holds its old email, or no created account:
+ *   `unchanged`;
+ * - an account holding neither: `superseded`, the row is left alone;
+ * - only a password was sent: `unknown`, audited as a partial failure;
+ * - the row cannot follow (another row took the email meanwhile):
+ *   `left_changed`, audited as a partial failure, listed by reconcile.
+ *
+ * @example
+ * ```ts
+ * const settled = await settleOrphans(sql, lease, { authUserId: true });
+ * ```
+ */
+export async function settleOrphans(
+  sql: Sql,
+  lease: Lease,
+  columns: { authUserId: boolean },
+): Promise<Settled[]> {
+  const open = await sql<_IntentRow[]>`
+    select id::text, target_id, kind, account_id::text, created_by, fields,
+           old_email, new_email, row_set, actor_kind, actor_auth_user_id::text,
+           actor_email
+    from public.auth_sync_intents
+    where target_id = ${lease.targetId} and settled_at is null
+      and holder <> ${lease.holder}::uuid
+    order by created_at
+  `;
+  const settled: Settled[] = [];
+  for (const row of open) {
+    const intent = _intent(row);
+    const outcome = await _settleOne(sql, lease, intent, columns);
+    settled.push({ intent_id: intent.id, target_id: intent.targetId, outcome });
+    logEvent("warn", "Open intent settled", {
+      fn: "auth-sync",
+      intent_id: intent.id,
+      target_id: intent.targetId,
+      outcome,
+    });
+  }
+  return settled;
+}
+
+interface _IntentRow {
+  id: string;
+  target_id: string;
+  kind: "update" | "create";
+  account_id: string | null;
+  created_by: string | null;
+  fields: ProviderField[];
+  old_email: string | null;
+  new_email: string | null;
+  row_set: RowSet;
+  actor_kind: Actor["kind"];
+  actor_auth_user_id: string | null;
+  actor_email: string | null;
+}
+
+function _intent(row: _IntentRow): Intent {
+  return {
+    id: row.id,
+    targetId: Number(row.target_id),
+    kind: row.kind,
+    accountId: row.account_id,
+    createdBy: row.created_by,
+    fields: row.fields,
+    oldEmail: row.old_email,
+    newEmail: row.new_email,
+    rowSet: row.row_set,
+    actor: {
+      kind: row.actor_kind,
+      id: row.actor_auth_user_id,
+      email: row.actor_email,
+    },
+  };
+}
+
+async function _settleOne(
+  sql: Sql,
+  lease: Lease,
+  intent: Intent,
+  columns: { authUserId: boolean },
+): Promise<IntentOutcome> {
+  let outcome: IntentOutcome;
+  let rowSet: RowSet | null = null;
+  if (intent.kind === "create") {
+    const created = intent.newEmail && intent.createdBy
+      ? await findCreatedAccount(sql, intent.newEmail, intent.createdBy)
+      : null;
+    outcome = created ? "applied" : "unchanged";
+    if (created) {
+      rowSet = {
+        ...intent.rowSet,
+        ...(columns.authUserId ? { auth_user_id: created } : {}),
+      };
+    }
+  } else if (intent.fields.includes("email") && intent.accountId) {
+    const now = (await findAccounts(sql, { ids: [intent.accountId] })).byId
+      .get(intent.accountId);
+    if (now && now.email === intent.newEmail) {
+      outcome = "applied";
+      rowSet = intent.rowSet;
+    } else if (now && now.email === intent.oldEmail) outcome = "unchanged";
+    else outcome = "superseded";
+  } else {
+    outcome = "unknown";
+  }
+  const fields: Field[] = [...intent.fields];
+  for (const column of ["nombre_usuario", "auth_user_id"] as const) {
+    if (intent.rowSet[column] !== undefined) fields.push(column);
+  }
+  try {
+    await _record(sql, lease, intent, outcome, rowSet, fields);
+    return outcome;
+  } catch (error) {
+    if (!rowSet) throw error;
+    // The row cannot follow (e.g. another row took that email meanwhile):
+    // Auth keeps the change, the audit says so, and reconcile's report
+    // lists the row. The intent must not stay open, or every later update
+    // of the row would fail the same way.
+    logEvent("warn", "Row not written when settling an intent", {
+      fn: "auth-sync",
+      intent_id: intent.id,
+      cause: errorText(error),
+    });
+    await _record(sql, lease, intent, "left_changed", null, fields);
+    return "left_changed";
+  }
+}
+
+// Writes the row (when `rowSet`), settles the intent and writes its audit
+// row, in one transaction.
+async function _record(
+  sql: Sql,
+  lease: Lease,
+  intent: Intent,
+  outcome: IntentOutcome,
+  rowSet: RowSet | null,
+  fields: Field[],
+): Promise<void> {
+  await sql.begin(async (tx) => {
+    if (rowSet && Object.keys(rowSet).length > 0) {
+      await tx`
+        update public.usuarios u set ${tx(rowSet as Record<string, string>)}
+        where u.id = ${intent.targetId}
+      `;
+    }
+    if (!(await settleIntent(tx, intent.id, outcome, lease))) return;
+    await writeAudit(tx, {
+      actor: intent.actor,
+      action: "update",
+      targetId: intent.targetId,
+      fields,
+      outcome: outcome === "applied"
+        ? "ok"
+        : outcome === "unknown" || outcome === "left_changed"
+        ? "partial_failure"
+        : "failed",
+      detail: `settled_${outcome}`,
+    });
+  });
+}

@@ -1,0 +1,37 @@
+/**
+ * What a standard user sees of another user's `nombre_usuario`: every
+ * address in it reduced to its local part (docs/security.md "Security
+ * notes"). Usernames are free text, and apps store anything there: an
+ * email, several (`ana@corp.test;ana.old@mail.test`), or a display name
+ * with one (`Ana <ana@corp.test> (@ana)`).
+ *
+ * @module
+ */
+
+// Characters that end an address inside free text. `'`, `+`, `.`, `%` and
+// `!` are left in: they occur in real local parts.
+const _STOP = String.raw`\s<>()[\]{},;:"/\\|`;
+// `local@domain`, where the domain may itself hold further `@` parts (a
+// quoted local part written unquoted, `a@b@c.io`): all of it goes.
+const _ADDRESS = new RegExp(`([^${_STOP}@]+)(?:@[^${_STOP}@]*)+`, "g");
+// What is left of an address whose local part no rule above could find
+// (`"ana b"@corp.test`, `@corp.test`): a dotted domain after an `@`. A
+// handle (`@ana`) has no dot and stays.
+const _DOMAIN = new RegExp(`@[^${_STOP}@]*\\.[^${_STOP}@]*`, "g");
+
+/**
+ * `name` with every address-shaped part reduced to the text before its
+ * first `@`; `null` stays `null`.
+ *
+ * @example
+ * ```ts
+ * maskUsername("carla@example.com"); // "carla"
+ * maskUsername("Elena <elena@corp.test> (@elena)"); // "Elena <elena> (@elena)"
+ * maskUsername("elena@corp.test;elena.old@gmail.test"); // "elena;elena.old"
+ * ```
+ */
+export function maskUsername(name: string | null): string | null {
+  if (name === null) return null;
+  return name.replace(_ADDRESS, (_match, local: string) => local)
+    .replace(_DOMAIN, "");
+}

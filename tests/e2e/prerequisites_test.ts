@@ -1,0 +1,40 @@
+/**
+ * What the suite needs from the machine beyond `npm ci`, each a test of its
+ * own: when one is missing, the run names it and says how to install it,
+ * instead of the tests that need it vanishing from the count.
+ */
+import assert from "node:assert/strict";
+import { clusterUnavailable } from "../../local/testing/cluster.ts";
+import { APP_NODE_MAJOR, appNode } from "../support/node.ts";
+
+Deno.test("prerequisite: Chromium for the browser tests is installed (CHROMIUM_PATH, default /usr/bin/chromium)", async () => {
+  const path = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
+  let version = "";
+  try {
+    const out = await new Deno.Command(path, {
+      args: ["--version"],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    version = new TextDecoder().decode(out.stdout);
+  } catch (error) {
+    assert.fail(
+      `No Chromium at ${path} (${
+        (error as Error).message
+      }): install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH`,
+    );
+  }
+  assert.match(version, /Chromium|Chrome/, `${path} --version: ${version}`);
+});
+
+Deno.test("prerequisite: PostgreSQL server programs (initdb) for the run on a real PostgreSQL are installed, or TEST_DATABASE_URL is set", () => {
+  if (Deno.env.get("TEST_DATABASE_URL")) return;
+  const why = clusterUnavailable();
+  assert.equal(why, null, `${why}, or set TEST_DATABASE_URL`);
+});
+
+Deno.test(`prerequisite: a Node ${APP_NODE_MAJOR} for the app example (npm ci installs it)`, async () => {
+  // appNode() throws with the cause and what to do.
+  assert.ok(await appNode());
+});
