@@ -34,7 +34,8 @@ const _pools = new Map<string, Sql>();
  *
  * The pool suits many short-lived isolates sharing a small project's
  * connections: `DB_POOL_MAX` (default 2) connections, closed after 10 s
- * idle. `prepare: false` because Supabase's transaction pooler (port 6543)
+ * idle, one statement at a time on each (no pipelining). `prepare: false`
+ * because Supabase's transaction pooler (port 6543)
  * cannot keep named prepared statements across transactions. Reconnection
  * waits at most about half a second between attempts (postgres.js's
  * default grows to 20 s), so pings answer again within 2 s of the
@@ -56,6 +57,11 @@ export function database(
       ...connectionOptions(env.dbUrl),
       max: env.dbPoolMax,
       prepare: false,
+      // No pipelining: a statement never queues on a connection behind
+      // another one (a ping behind a lock wait), and a cancel always meets
+      // the statement it was meant for (postgres.js loses track of a
+      // pipelined statement cancelled before its turn).
+      max_pipeline: 0,
       idle_timeout: 10,
       connect_timeout: 5,
       backoff: _reconnectDelay,
