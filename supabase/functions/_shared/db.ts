@@ -27,6 +27,13 @@ export const DB_RETRY_AFTER_S = 1;
 
 const _pools = new Map<string, Sql>();
 
+// No pipelining: a statement never queues on a connection behind another
+// request's (a ping behind a lock wait), and a cancel always meets the
+// statement it was meant for. Transactions therefore run on a reserved
+// connection (see `bounded`). postgres.js honours the option; its types do
+// not list it.
+const _NO_PIPELINE: object = { max_pipeline: 0 };
+
 /**
  * The isolate's pool for the environment's database, created on first use,
  * wrapped so that each statement is bounded by `DB_STATEMENT_TIMEOUT_MS`
@@ -57,11 +64,7 @@ export function database(
       ...connectionOptions(env.dbUrl),
       max: env.dbPoolMax,
       prepare: false,
-      // No pipelining: a statement never queues on a connection behind
-      // another one (a ping behind a lock wait), and a cancel always meets
-      // the statement it was meant for (postgres.js loses track of a
-      // pipelined statement cancelled before its turn).
-      max_pipeline: 0,
+      ..._NO_PIPELINE,
       idle_timeout: 10,
       connect_timeout: 5,
       backoff: _reconnectDelay,
@@ -202,25 +205,79 @@ function _tracked(sql: Sql, bounds: QueryBounds, timer: boolean): Sql {
       if (key === "unsafe" && typeof value === "function") {
         return (...args: unknown[]) => track(value.apply(target, args));
       }
+      if (key === "reserve" && typeof value === "function") {
+        return async () =>
+          _tracked(await _reserve(target, bounds), bounds, timer);
+      }
       if (key === "begin" && typeof value === "function") {
-        return (...args: unknown[]) => {
-          const work = args.pop() as (tx: Sql) => unknown;
-          return value.call(target, ...args, async (tx: Sql) => {
-            const timeout = String(bounds.timeoutMs);
-            const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
-            await _bound(
-              tx`select set_config('statement_timeout', ${timeout}, true),
-                        set_config('lock_timeout', ${lock}, true)`,
-              bounds,
-              timer,
-            );
-            return work(_tracked(tx, bounds, false));
-          });
-        };
+        return (...args: unknown[]) => _begin(target, bounds, args);
       }
       return value;
     },
   }) as Sql;
+}
+
+// A connection of the pool for this request alone, waited for at most
+// until the deadline (or the request's abort); one that arrives later is
+// handed straight back.
+async function _reserve(
+  sql: Sql,
+  bounds: QueryBounds,
+): Promise<postgres.ReservedSql> {
+  const pending = sql.reserve();
+  let stop: () => void = () => {};
+  const late = new Promise<never>((_, reject) => {
+    stop = () =>
+      reject(Object.assign(new Error("no connection in time"), {
+        code: "57014",
+      }));
+  });
+  const timeout = setTimeout(stop, bounds.timeoutMs);
+  bounds.signal?.addEventListener("abort", stop, { once: true });
+  if (bounds.signal?.aborted) stop();
+  try {
+    return await Promise.race([pending, late]);
+  } catch (error) {
+    pending.then((conn) => conn.release(), () => {});
+    throw error;
+  } finally {
+    clearTimeout(timeout);
+    bounds.signal?.removeEventListener("abort", stop);
+  }
+}
+
+// `sql.begin([options,] work)` on a reserved connection (postgres.js's own
+// begin needs pipelining, which the pool has off): BEGIN, the local
+// timeouts, the work, then COMMIT, or ROLLBACK on any error. The work may
+// return an array of queries, as with postgres.js's begin.
+async function _begin(
+  sql: Sql,
+  bounds: QueryBounds,
+  args: unknown[],
+): Promise<unknown> {
+  const work = args.pop() as (tx: Sql) => unknown;
+  const mode = typeof args[0] === "string" ? args[0] : "";
+  const conn = await _reserve(sql, bounds);
+  try {
+    const tx = _tracked(conn as unknown as Sql, bounds, false);
+    await tx.unsafe(`begin ${mode.replace(/[^a-z ]/gi, "")}`);
+    const timeout = String(bounds.timeoutMs);
+    const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
+    await tx`select set_config('statement_timeout', ${timeout}, true),
+                    set_config('lock_timeout', ${lock}, true)`;
+    let result: unknown;
+    try {
+      const x = work(tx);
+      result = await (Array.isArray(x) ? Promise.all(x) : x);
+    } catch (error) {
+      await conn`rollback`.catch(() => {});
+      throw error;
+    }
+    await tx`commit`;
+    return result;
+  } finally {
+    conn.release();
+  }
 }
 
 // Arms the timer and the abort listener when the query is first awaited
@@ -237,17 +294,19 @@ function _bound(query: unknown, bounds: QueryBounds, timer: boolean): unknown {
     outcome ??= new Promise((resolve, reject) => {
       let poll: ReturnType<typeof setInterval> | undefined;
       const stop = () => {
-        // Sent to a connection: the server cancels it, and the query fails
-        // with 57014. Not sent yet: answer now, and cancel it once it is.
-        // postgres.js must not cancel a query before then: one cancelled
-        // while its connection is being opened leaves that connection
-        // wedged, out of the pool for good.
-        if (q.state) return void q.cancel();
+        // Running on a connection: the server cancels it, and the query
+        // fails with 57014. Not running yet: answer now, and cancel it once
+        // it runs. postgres.js must not cancel a query before then: one
+        // cancelled while its connection is being opened leaves that
+        // connection wedged, out of the pool for good, and one cancelled
+        // while queued behind another on a connection (pipelined) loses
+        // track of the answers that follow.
+        if (q.active) return void q.cancel();
         reject(Object.assign(new Error("statement not started in time"), {
           code: "57014",
         }));
         poll ??= setInterval(() => {
-          if (q.state) {
+          if (q.active) {
             clearInterval(poll);
             q.cancel();
           }
@@ -269,9 +328,9 @@ function _bound(query: unknown, bounds: QueryBounds, timer: boolean): unknown {
   return q;
 }
 
-// postgres.js's query: `state` (the backend's key) is set once the query
-// is handed to a connection. Not in its types.
-type _Query = postgres.PendingQuery<postgres.Row[]> & { state?: unknown };
+// postgres.js's query: `active` is set once the query is the one its
+// connection is running. Not in its types.
+type _Query = postgres.PendingQuery<postgres.Row[]> & { active?: boolean };
 
 /**
  * Closes this isolate's pools: the one for `url`, or all. For tests and the
