@@ -195,9 +195,16 @@ export function bounded(sql: Sql, bounds: QueryBounds): Sql {
 // `timer`: whether the client's timer bounds each statement. Inside a
 // transaction the server does (SET LOCAL, which a caller may raise for its
 // own transaction, as auth-sync's leased writes do), and only an aborted
-// request cancels from here.
-function _tracked(sql: Sql, bounds: QueryBounds, timer: boolean): Sql {
-  const track = (query: unknown) => _bound(query, bounds, timer);
+// request cancels from here. `link`, for a reserved connection, notes
+// whether it was lost: postgres.js has then already taken it back, and
+// releasing it again would put a dead connection in the pool.
+function _tracked(
+  sql: Sql,
+  bounds: QueryBounds,
+  timer: boolean,
+  link?: _Link,
+): Sql {
+  const track = (query: unknown) => _bound(query, bounds, timer, link);
   return new Proxy(sql, {
     apply: (target, self, args) => track(Reflect.apply(target, self, args)),
     get(target, key, receiver) {
@@ -206,8 +213,17 @@ function _tracked(sql: Sql, bounds: QueryBounds, timer: boolean): Sql {
         return (...args: unknown[]) => track(value.apply(target, args));
       }
       if (key === "reserve" && typeof value === "function") {
-        return async () =>
-          _tracked(await _reserve(target, bounds), bounds, timer);
+        return async () => {
+          const conn = await _reserve(target, bounds);
+          return _tracked(conn as unknown as Sql, bounds, timer, {
+            lost: false,
+          });
+        };
+      }
+      if (key === "release" && link && typeof value === "function") {
+        return () => {
+          if (!link.lost) value.call(target);
+        };
       }
       if (key === "begin" && typeof value === "function") {
         return (...args: unknown[]) => _begin(target, bounds, args);
@@ -215,6 +231,15 @@ function _tracked(sql: Sql, bounds: QueryBounds, timer: boolean): Sql {
       return value;
     },
   }) as Sql;
+}
+
+interface _Link {
+  lost: boolean;
+}
+
+function _isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && _CONNECTION_CODES.has(code);
 }
 
 // A connection of the pool for this request alone, waited for at most
@@ -257,23 +282,28 @@ async function _begin(
 ): Promise<unknown> {
   const work = args.pop() as (tx: Sql) => unknown;
   const mode = typeof args[0] === "string" ? args[0] : "";
-  const conn = await _reserve(sql, bounds);
+  const link: _Link = { lost: false };
+  const conn = _tracked(
+    await _reserve(sql, bounds) as unknown as Sql,
+    bounds,
+    false,
+    link,
+  ) as unknown as postgres.ReservedSql;
   try {
-    const tx = _tracked(conn as unknown as Sql, bounds, false);
-    await tx.unsafe(`begin ${mode.replace(/[^a-z ]/gi, "")}`);
+    await conn.unsafe(`begin ${mode.replace(/[^a-z ]/gi, "")}`);
     const timeout = String(bounds.timeoutMs);
     const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
-    await tx`select set_config('statement_timeout', ${timeout}, true),
-                    set_config('lock_timeout', ${lock}, true)`;
+    await conn`select set_config('statement_timeout', ${timeout}, true),
+                      set_config('lock_timeout', ${lock}, true)`;
     let result: unknown;
     try {
-      const x = work(tx);
+      const x = work(conn as unknown as Sql);
       result = await (Array.isArray(x) ? Promise.all(x) : x);
     } catch (error) {
       await conn`rollback`.catch(() => {});
       throw error;
     }
-    await tx`commit`;
+    await conn`commit`;
     return result;
   } finally {
     conn.release();
@@ -283,7 +313,12 @@ async function _begin(
 // Arms the timer and the abort listener when the query is first awaited
 // (postgres.js runs a query then, and a fragment is never awaited), and
 // disarms them when it settles.
-function _bound(query: unknown, bounds: QueryBounds, timer: boolean): unknown {
+function _bound(
+  query: unknown,
+  bounds: QueryBounds,
+  timer: boolean,
+  link?: _Link,
+): unknown {
   const q = query as _Query | undefined;
   if (typeof q?.cancel !== "function" || typeof q.then !== "function") {
     return query;
@@ -321,7 +356,10 @@ function _bound(query: unknown, bounds: QueryBounds, timer: boolean): unknown {
         bounds.signal?.removeEventListener("abort", stop);
         done(value);
       };
-      then.call(q, settle(resolve), settle(reject));
+      then.call(q, settle(resolve), (error) => {
+        if (link && _isConnectionError(error)) link.lost = true;
+        settle(reject)(error);
+      });
     });
     return outcome.then(onFulfilled, onRejected);
   } as typeof q.then;
