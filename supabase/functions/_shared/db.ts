@@ -27,13 +27,6 @@ export const DB_RETRY_AFTER_S = 1;
 
 const _pools = new Map<string, Sql>();
 
-// No pipelining: a statement never queues on a connection behind another
-// request's (a ping behind a lock wait), and a cancel always meets the
-// statement it was meant for. Transactions therefore run on a reserved
-// connection (see `bounded`). postgres.js honours the option; its types do
-// not list it.
-const _NO_PIPELINE: object = { max_pipeline: 0 };
-
 /**
  * The isolate's pool for the environment's database, created on first use,
  * wrapped so that each statement is bounded by `DB_STATEMENT_TIMEOUT_MS`
@@ -41,8 +34,7 @@ const _NO_PIPELINE: object = { max_pipeline: 0 };
  *
  * The pool suits many short-lived isolates sharing a small project's
  * connections: `DB_POOL_MAX` (default 2) connections, closed after 10 s
- * idle, one statement at a time on each (no pipelining). `prepare: false`
- * because Supabase's transaction pooler (port 6543)
+ * idle. `prepare: false` because Supabase's transaction pooler (port 6543)
  * cannot keep named prepared statements across transactions. Reconnection
  * waits at most about half a second between attempts (postgres.js's
  * default grows to 20 s), so pings answer again within 2 s of the
@@ -64,7 +56,6 @@ export function database(
       ...connectionOptions(env.dbUrl),
       max: env.dbPoolMax,
       prepare: false,
-      ..._NO_PIPELINE,
       idle_timeout: 10,
       connect_timeout: 5,
       backoff: _reconnectDelay,
@@ -226,7 +217,16 @@ function _tracked(
         };
       }
       if (key === "begin" && typeof value === "function") {
-        return (...args: unknown[]) => _begin(target, bounds, args);
+        return (...args: unknown[]) => {
+          const work = args.pop() as (tx: Sql) => unknown;
+          return value.call(target, ...args, async (tx: Sql) => {
+            const timeout = String(bounds.timeoutMs);
+            const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
+            await tx`select set_config('statement_timeout', ${timeout}, true),
+                            set_config('lock_timeout', ${lock}, true)`;
+            return work(_tracked(tx, bounds, false));
+          });
+        };
       }
       return value;
     },
@@ -271,45 +271,6 @@ async function _reserve(
   }
 }
 
-// `sql.begin([options,] work)` on a reserved connection (postgres.js's own
-// begin needs pipelining, which the pool has off): BEGIN, the local
-// timeouts, the work, then COMMIT, or ROLLBACK on any error. The work may
-// return an array of queries, as with postgres.js's begin.
-async function _begin(
-  sql: Sql,
-  bounds: QueryBounds,
-  args: unknown[],
-): Promise<unknown> {
-  const work = args.pop() as (tx: Sql) => unknown;
-  const mode = typeof args[0] === "string" ? args[0] : "";
-  const link: _Link = { lost: false };
-  const conn = _tracked(
-    await _reserve(sql, bounds) as unknown as Sql,
-    bounds,
-    false,
-    link,
-  ) as unknown as postgres.ReservedSql;
-  try {
-    await conn.unsafe(`begin ${mode.replace(/[^a-z ]/gi, "")}`);
-    const timeout = String(bounds.timeoutMs);
-    const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
-    await conn`select set_config('statement_timeout', ${timeout}, true),
-                      set_config('lock_timeout', ${lock}, true)`;
-    let result: unknown;
-    try {
-      const x = work(conn as unknown as Sql);
-      result = await (Array.isArray(x) ? Promise.all(x) : x);
-    } catch (error) {
-      await conn`rollback`.catch(() => {});
-      throw error;
-    }
-    await conn`commit`;
-    return result;
-  } finally {
-    conn.release();
-  }
-}
-
 // Arms the timer and the abort listener when the query is first awaited
 // (postgres.js runs a query then, and a fragment is never awaited), and
 // disarms them when it settles.
@@ -340,11 +301,12 @@ function _bound(
         reject(Object.assign(new Error("statement not started in time"), {
           code: "57014",
         }));
+        // Given up after a minute: a statement that has not run by then
+        // never will (its connection is gone).
+        const until = Date.now() + 60_000;
         poll ??= setInterval(() => {
-          if (q.active) {
-            clearInterval(poll);
-            q.cancel();
-          }
+          if (q.active) q.cancel();
+          if (q.active || Date.now() > until) clearInterval(poll);
         }, 10);
       };
       if (bounds.signal?.aborted) stop();
