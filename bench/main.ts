@@ -169,7 +169,7 @@ async function main(): Promise<void> {
         users,
         concurrencies: _CONCURRENCIES,
         pingsPerCount,
-        dbPoolMax: Deno.env.get("DB_POOL_MAX") ?? "4 (default)",
+        dbPoolMax: Deno.env.get("DB_POOL_MAX") ?? "2 (default)",
         loadTool: ctx.wrk ? "wrk" : "deno-client",
         functionLogLines: bench.functionLogLines(),
         handlerSettings: FUNCTION_SETTINGS.filter((s) => s !== "ADMIN_EMAILS"),

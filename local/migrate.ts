@@ -4,6 +4,12 @@
  * local stack runs exactly what deploys. The CLI records what it applied in
  * `supabase_migrations`, so a restart on the same data applies nothing twice.
  *
+ * The CLI sends each migration file as one pipeline of statements, so the
+ * files that build an index `CONCURRENTLY` run here exactly as on a hosted
+ * `db push`: the build is the first statement of its file, the only place
+ * in a pipeline where it may run outside a transaction (PGlite runs them
+ * too; docs/adoption.md, "Online-safe migrations").
+ *
  * @module
  */
 import { fileURLToPath } from "node:url";

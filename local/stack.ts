@@ -192,7 +192,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       select current_setting('server_version') as version`;
     log(`Database: PostgreSQL ${version} (${database})`);
     // The CLI does not show the migrations' NOTICEs: say here which lookup
-    // indexes had to be plain because the data repeats values.
+    // indexes are plain because the table was adopted.
     for (const line of await _plainIndexes(sql)) log(line);
     const signingKey = options.signingKey ??
       (dataDir
@@ -299,7 +299,7 @@ async function _plainIndexes(sql: postgres.Sql): Promise<string[]> {
     order by 1
   `;
   return rows.map(({ name }) =>
-    `public.usuarios: "${name}" is a plain index, not a unique one, because rows repeat that value (docs/adoption.md)`
+    `public.usuarios: "${name}" is a plain index, not a unique one: an adopted table keeps accepting what it accepted (docs/adoption.md)`
   );
 }
 

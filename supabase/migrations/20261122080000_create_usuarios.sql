@@ -3,12 +3,14 @@
 --
 -- Many projects already have their own public.usuarios (README, "Adopting an
 -- existing project"). This migration then adopts it as it is: it never drops,
--- retypes or rewrites a column or a row, never adds a column or a constraint,
--- and leaves row level security to the table's owner. It adds only the
--- lookup indexes the functions need, in the form the data allows, and
--- comments the columns that exist and have no comment yet. The optional
--- columns are an upgrade the owner runs on purpose:
--- supabase/upgrades/add_optional_columns.sql.
+-- retypes or rewrites a column or a row, never adds a column, a constraint
+-- or a unique index (what the app may write stays what it was), never scans
+-- the table, and leaves row level security to the table's owner. It only
+-- comments the columns that exist and have no comment yet; the lookup
+-- indexes the functions need are plain ones, built CONCURRENTLY by the
+-- migrations 20261124030200 and later, each in a file of its own. The
+-- optional columns and a unique auth_user_id are an upgrade the owner runs
+-- on purpose: supabase/upgrades/add_optional_columns.sql.
 do $$
 begin
   if to_regclass('public.usuarios') is null then
@@ -23,6 +25,12 @@ begin
         constraint usuarios_presence_state_check check (presence_state in ('online', 'offline')),
       last_manual_logout_at timestamptz
     );
+    -- Emails and usernames compare case-insensitively, so uniqueness does
+    -- too. Built here, on the table just created: empty, so no write waits.
+    create unique index usuarios_correo_lower_key
+      on public.usuarios (lower(correo));
+    create unique index usuarios_nombre_usuario_lower_key
+      on public.usuarios (lower(nombre_usuario));
     comment on table public.usuarios is
       'Application users. presence-ping updates presence; auth-sync keeps correo and nombre_usuario in step with Supabase Auth.';
     -- The functions connect with the service connection; nothing is granted
@@ -31,13 +39,16 @@ begin
     -- silently cut off every Data API reader the app already has.
     alter table public.usuarios enable row level security;
   else
-    raise notice 'public.usuarios already exists: adopted as it is (no column, row, constraint or row level security setting changed). To add auth_user_id and last_manual_logout_at, run supabase/upgrades/add_optional_columns.sql.';
+    raise notice 'public.usuarios already exists: adopted as it is (no column, row, constraint, unique index or row level security setting changed; its lookup indexes are plain ones, built concurrently by the next migrations). To add auth_user_id and last_manual_logout_at, or make auth_user_id unique, run supabase/upgrades/add_optional_columns.sql.';
   end if;
 end
 $$;
 
 -- Comments on the columns that exist and have none: an owner's own comment
--- stays.
+-- stays. COMMENT takes a lock that writes do not wait for (SHARE UPDATE
+-- EXCLUSIVE), but that waits for DDL or VACUUM running on the table: taken
+-- first, 500 ms at a time (lock_timeout) and retried, so that a long wait
+-- never holds the migration's other locks.
 do $$
 declare
   _comments constant text[][] := array[
@@ -50,7 +61,19 @@ declare
     ['last_manual_logout_at', 'Time of the last ping that set the state to offline.']
   ];
   _num smallint;
+  _attempt int := 0;
 begin
+  perform set_config('lock_timeout', '500ms', true);
+  loop
+    begin
+      lock table public.usuarios in share update exclusive mode;
+      exit;
+    exception when lock_not_available then
+      _attempt := _attempt + 1;
+      if _attempt >= 20 then raise; end if;
+      perform pg_sleep(least(0.05 * 2 ^ _attempt, 2) * (0.5 + random() / 2));
+    end;
+  end loop;
   for i in 1 .. array_length(_comments, 1) loop
     select a.attnum into _num
     from pg_attribute a
@@ -64,86 +87,5 @@ begin
         _comments[i][1], _comments[i][2]);
     end if;
   end loop;
-end
-$$;
-
--- Emails and usernames compare case-insensitively, so uniqueness does too.
--- On an existing table whose rows already repeat a value (in any case), a
--- unique index would fail: a plain index then keeps the functions' lookups
--- fast, and a NOTICE says why.
-do $$
-declare
-  _column text;
-  _duplicates bigint;
-begin
-  foreach _column in array array['correo', 'nombre_usuario'] loop
-    if not exists (
-      select 1 from pg_attribute
-      where attrelid = 'public.usuarios'::regclass and attname = _column
-        and attnum > 0 and not attisdropped
-    ) then
-      raise notice 'public.usuarios has no column %: no index on lower(%) created.',
-        _column, _column;
-      continue;
-    end if;
-    -- Any index of the table on exactly lower(<column>), whatever its name
-    -- (varchar columns read lower((<column>)::text)).
-    if exists (
-      select 1 from pg_index i
-      where i.indrelid = 'public.usuarios'::regclass
-        and i.indnatts = 1
-        and i.indpred is null
-        and regexp_replace(pg_get_expr(i.indexprs, i.indrelid), '[()]|::text', '', 'g')
-          = 'lower' || _column
-    ) then
-      continue;
-    end if;
-    execute format(
-      'select count(*) from (select 1 from public.usuarios where %1$I is not null
-         group by lower(%1$I) having count(*) > 1) d',
-      _column) into _duplicates;
-    if _duplicates = 0 then
-      execute format('create unique index %I on public.usuarios (lower(%I))',
-        'usuarios_' || _column || '_lower_key', _column);
-    else
-      execute format('create index %I on public.usuarios (lower(%I))',
-        'usuarios_' || _column || '_lower_idx', _column);
-      raise notice 'public.usuarios: % values of % occur more than once when compared case-insensitively, so lower(%) got a plain index (usuarios_%_lower_idx), not a unique one. Find them with: select lower(%), array_agg(id) from public.usuarios group by 1 having count(*) > 1;',
-        _duplicates, _column, _column, _column, _column;
-    end if;
-  end loop;
-end
-$$;
-
--- auth_user_id is unique on a table created above. On an existing table that
--- has the column, the lookup index is added the same way as the others.
-do $$
-declare
-  _duplicates bigint;
-begin
-  if not exists (
-    select 1 from pg_attribute
-    where attrelid = 'public.usuarios'::regclass and attname = 'auth_user_id'
-      and attnum > 0 and not attisdropped
-  ) or exists (
-    select 1 from pg_index i
-    join pg_attribute a on a.attrelid = i.indrelid and a.attnum = i.indkey[0]
-    where i.indrelid = 'public.usuarios'::regclass
-      and i.indnatts = 1 and i.indpred is null and i.indexprs is null
-      and a.attname = 'auth_user_id'
-  ) then
-    return;
-  end if;
-  select count(*) into _duplicates from (
-    select 1 from public.usuarios where auth_user_id is not null
-    group by auth_user_id having count(*) > 1
-  ) d;
-  if _duplicates = 0 then
-    create unique index usuarios_auth_user_id_key on public.usuarios (auth_user_id);
-  else
-    create index usuarios_auth_user_id_idx on public.usuarios (auth_user_id);
-    raise notice 'public.usuarios: % auth_user_id values occur more than once, so auth_user_id got a plain index (usuarios_auth_user_id_idx), not a unique one. Find them with: select auth_user_id, array_agg(id) from public.usuarios group by 1 having count(*) > 1;',
-      _duplicates;
-  end if;
 end
 $$;

@@ -15,7 +15,7 @@ e2eTest(
   "database: the functions' pool serves queries again within 2 s after a 3 s outage",
   async () => {
     const db = await restartablePglite();
-    const env = { dbUrl: db.url, dbPoolMax: 4 };
+    const env = { dbUrl: db.url, dbPoolMax: 4, dbStatementTimeoutMs: 3000 };
     try {
       const sql = database(env);
       await sql`select 1`;

@@ -1,49 +1,336 @@
 /**
- * Direct Postgres access through `SUPABASE_DB_URL`: one small pool per
- * isolate, with settings that also work through Supabase's transaction
- * pooler.
+ * Postgres access: one small pool per isolate, sized and configured for
+ * serverless isolates behind Supabase's transaction pooler, and the bounds
+ * every statement of a request runs under (docs/reliability.md,
+ * "Database timeouts").
  *
  * @module
  */
 import postgres from "postgres";
 import type { FunctionEnv } from "./env.ts";
+import { HttpError } from "./errors.ts";
 
 /** The postgres.js client type used across the functions. */
 export type Sql = postgres.Sql;
 
+/**
+ * How long any statement may wait for a lock, in milliseconds: set with
+ * `SET LOCAL` in every transaction the functions open, and as the
+ * `lock_timeout` attribute of `presence.record_ping` (migration
+ * `20261124030000_set_presence_function_lock_timeout.sql`), which the ping
+ * calls outside a transaction.
+ */
+export const LOCK_TIMEOUT_MS = 1000;
+
+/** Seconds a client is told to wait after a `db_timeout` (`Retry-After`). */
+export const DB_RETRY_AFTER_S = 1;
+
 const _pools = new Map<string, Sql>();
 
 /**
- * The isolate's pool for the environment's database, created on first use.
+ * The isolate's pool for the environment's database, created on first use,
+ * wrapped so that each statement is bounded by `DB_STATEMENT_TIMEOUT_MS`
+ * and cancelled when `signal` aborts (the HTTP request was abandoned).
  *
- * `prepare: false` because Supabase's transaction pooler (port 6543) cannot
- * keep named prepared statements across transactions. Reconnection waits
- * at most about half a second between attempts (postgres.js's default grows
- * to 20 s), so pings answer again within 2 s of the database's return.
+ * The pool suits many short-lived isolates sharing a small project's
+ * connections: `DB_POOL_MAX` (default 2) connections, closed after 10 s
+ * idle. `prepare: false` because Supabase's transaction pooler (port 6543)
+ * cannot keep named prepared statements across transactions. Reconnection
+ * waits at most about half a second between attempts (postgres.js's
+ * default grows to 20 s), so pings answer again within 2 s of the
+ * database's return.
  *
  * @example
  * ```ts
- * const sql = database(readEnv(denoEnv));
+ * const sql = database(readEnv(denoEnv), req.signal);
  * const [row] = await sql`select 1 as one`;
  * ```
  */
-export function database(env: Pick<FunctionEnv, "dbUrl" | "dbPoolMax">): Sql {
+export function database(
+  env: Pick<FunctionEnv, "dbUrl" | "dbPoolMax" | "dbStatementTimeoutMs">,
+  signal?: AbortSignal,
+): Sql {
   let sql = _pools.get(env.dbUrl);
   if (!sql) {
-    sql = postgres(env.dbUrl, {
+    sql = postgres({
+      ...connectionOptions(env.dbUrl),
       max: env.dbPoolMax,
       prepare: false,
-      idle_timeout: 20,
+      idle_timeout: 10,
       connect_timeout: 5,
       backoff: _reconnectDelay,
       max_lifetime: 60 * 30,
       onnotice: () => {},
-      connection: { application_name: "presence-auth-functions" },
     });
     _pools.set(env.dbUrl, sql);
   }
-  return sql;
+  return bounded(sql, { timeoutMs: env.dbStatementTimeoutMs, signal });
 }
+
+/** What {@linkcode connectionOptions} takes from a connection string. */
+export interface ConnectionOptions {
+  /** Host name, or an IP address (IPv6 without its brackets). */
+  readonly host: string;
+  /** Port; 5432 when the URL names none. */
+  readonly port: number;
+  /** Database name, decoded; `postgres` when the URL names none. */
+  readonly database: string;
+  /** User, decoded (`postgres.<ref>` on the pooler). */
+  readonly username: string;
+  /** Password, decoded. Never logged. */
+  readonly password: string;
+  /** postgres.js's `ssl`: `false`, `"prefer"`, `"require"` or `"verify-full"`. */
+  readonly ssl: false | "prefer" | "require" | "verify-full";
+  /** Startup parameters: `application_name` and the URL's other parameters. */
+  readonly connection: Record<string, string>;
+}
+
+const _LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i;
+
+/**
+ * Reads a `postgresql://` connection string the way a hosted one is meant:
+ * an IPv6 literal in brackets is a host (postgres.js alone splits it at its
+ * colons), user and password are percent-decoded, and `sslmode` is
+ * honoured as libpq does: `disable`; `allow` or `prefer` (TLS when the
+ * server offers it); `require` (TLS, certificate not checked); `verify-ca`
+ * or `verify-full` (TLS with the certificate checked against the system's
+ * roots and the host name; `sslrootcert=system` means the same). Without
+ * `sslmode`, `prefer` as in libpq, except on loopback where TLS protects
+ * nothing. Throws a `TypeError` naming the parameter for anything else;
+ * never echoes the string, which holds a password.
+ *
+ * @example
+ * ```ts
+ * connectionOptions("postgresql://postgres.ref:pw@[2001:db8::5]:6543/postgres?sslmode=require");
+ * // { host: "2001:db8::5", port: 6543, ssl: "require", ... }
+ * ```
+ */
+export function connectionOptions(url: string): ConnectionOptions {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError("database URL: not a URL");
+  }
+  if (!/^postgres(ql)?:$/.test(parsed.protocol)) {
+    throw new TypeError("database URL: scheme must be postgresql://");
+  }
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
+  if (!host) throw new TypeError("database URL: no host");
+  const params = Object.fromEntries(parsed.searchParams);
+  const { sslmode, sslrootcert, ...rest } = params;
+  const mode = sslrootcert === "system" ? "verify-full" : sslmode;
+  return {
+    host,
+    port: parsed.port ? Number(parsed.port) : 5432,
+    database: decodeURIComponent(parsed.pathname.slice(1)) || "postgres",
+    username: decodeURIComponent(parsed.username),
+    password: decodeURIComponent(parsed.password),
+    ssl: _ssl(mode, _LOOPBACK.test(host)),
+    connection: { application_name: "presence-auth-functions", ...rest },
+  };
+}
+
+function _ssl(
+  mode: string | undefined,
+  loopback: boolean,
+): ConnectionOptions["ssl"] {
+  switch (mode) {
+    case undefined:
+      return loopback ? false : "prefer";
+    case "disable":
+      return false;
+    case "allow":
+    case "prefer":
+      return "prefer";
+    case "require":
+      return "require";
+    case "verify-ca":
+    case "verify-full":
+      return "verify-full";
+    default:
+      throw new TypeError(
+        "database URL: sslmode must be disable, allow, prefer, require, verify-ca or verify-full",
+      );
+  }
+}
+
+/** The bounds of {@linkcode bounded}. */
+export interface QueryBounds {
+  /** Longest a statement may run, in milliseconds. */
+  readonly timeoutMs: number;
+  /** Cancels every statement still running when it aborts. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * `sql` with every statement bounded: a statement still running after
+ * `timeoutMs` (or when `signal` aborts) is cancelled on the server, so the
+ * database stops the work instead of finishing it for nobody; its error
+ * then answers 503 `db_timeout` (see {@linkcode asDbTimeout}). Each
+ * transaction (`begin`) instead starts with `SET LOCAL statement_timeout`
+ * and `lock_timeout` ({@linkcode LOCK_TIMEOUT_MS}), which the transaction
+ * pooler allows, and which the server enforces; a transaction may raise
+ * them for itself.
+ *
+ * The client's timer, not a server setting, bounds statements outside a
+ * transaction: a session `SET` would leak to other clients of a pooled
+ * connection, and a `SET statement_timeout` attribute of a function does
+ * not arm the timer of the statement that calls it (tested in
+ * `tests/e2e/db_bounds_test.ts`).
+ */
+export function bounded(sql: Sql, bounds: QueryBounds): Sql {
+  return _tracked(sql, bounds, true);
+}
+
+// `timer`: whether the client's timer bounds each statement. Inside a
+// transaction the server does (SET LOCAL, which a caller may raise for its
+// own transaction, as auth-sync's leased writes do), and only an aborted
+// request cancels from here. `link`, for a reserved connection, notes
+// whether it was lost: postgres.js has then already taken it back, and
+// releasing it again would put a dead connection in the pool.
+function _tracked(
+  sql: Sql,
+  bounds: QueryBounds,
+  timer: boolean,
+  link?: _Link,
+): Sql {
+  const track = (query: unknown) => _bound(query, bounds, timer, link);
+  return new Proxy(sql, {
+    apply: (target, self, args) => track(Reflect.apply(target, self, args)),
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver);
+      if (key === "unsafe" && typeof value === "function") {
+        return (...args: unknown[]) => track(value.apply(target, args));
+      }
+      if (key === "reserve" && typeof value === "function") {
+        return async () => {
+          const conn = await _reserve(target, bounds);
+          return _tracked(conn as unknown as Sql, bounds, timer, {
+            lost: false,
+          });
+        };
+      }
+      if (key === "release" && link && typeof value === "function") {
+        return () => {
+          if (!link.lost) value.call(target);
+        };
+      }
+      if (key === "begin" && typeof value === "function") {
+        return (...args: unknown[]) => {
+          const work = args.pop() as (tx: Sql) => unknown;
+          return value.call(target, ...args, async (tx: Sql) => {
+            const timeout = String(bounds.timeoutMs);
+            const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
+            await tx`select set_config('statement_timeout', ${timeout}, true),
+                            set_config('lock_timeout', ${lock}, true)`;
+            return work(_tracked(tx, bounds, false));
+          });
+        };
+      }
+      return value;
+    },
+  }) as Sql;
+}
+
+interface _Link {
+  lost: boolean;
+}
+
+function _isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && _CONNECTION_CODES.has(code);
+}
+
+// A connection of the pool for this request alone, waited for at most
+// until the deadline (or the request's abort); one that arrives later is
+// handed straight back.
+async function _reserve(
+  sql: Sql,
+  bounds: QueryBounds,
+): Promise<postgres.ReservedSql> {
+  const pending = sql.reserve();
+  let stop: () => void = () => {};
+  const late = new Promise<never>((_, reject) => {
+    stop = () =>
+      reject(Object.assign(new Error("no connection in time"), {
+        code: "57014",
+      }));
+  });
+  const timeout = setTimeout(stop, bounds.timeoutMs);
+  bounds.signal?.addEventListener("abort", stop, { once: true });
+  if (bounds.signal?.aborted) stop();
+  try {
+    return await Promise.race([pending, late]);
+  } catch (error) {
+    pending.then((conn) => conn.release(), () => {});
+    throw error;
+  } finally {
+    clearTimeout(timeout);
+    bounds.signal?.removeEventListener("abort", stop);
+  }
+}
+
+// Arms the timer and the abort listener when the query is first awaited
+// (postgres.js runs a query then, and a fragment is never awaited), and
+// disarms them when it settles.
+function _bound(
+  query: unknown,
+  bounds: QueryBounds,
+  timer: boolean,
+  link?: _Link,
+): unknown {
+  const q = query as _Query | undefined;
+  if (typeof q?.cancel !== "function" || typeof q.then !== "function") {
+    return query;
+  }
+  const then = q.then;
+  let outcome: Promise<postgres.RowList<postgres.Row[]>> | undefined;
+  q.then = function (onFulfilled, onRejected) {
+    outcome ??= new Promise((resolve, reject) => {
+      let poll: ReturnType<typeof setInterval> | undefined;
+      const stop = () => {
+        // Running on a connection: the server cancels it, and the query
+        // fails with 57014. Not running yet: answer now, and cancel it once
+        // it runs. postgres.js must not cancel a query before then: one
+        // cancelled while its connection is being opened leaves that
+        // connection wedged, out of the pool for good, and one cancelled
+        // while queued behind another on a connection (pipelined) loses
+        // track of the answers that follow.
+        if (q.active) return void q.cancel();
+        reject(Object.assign(new Error("statement not started in time"), {
+          code: "57014",
+        }));
+        // Given up after a minute: a statement that has not run by then
+        // never will (its connection is gone).
+        const until = Date.now() + 60_000;
+        poll ??= setInterval(() => {
+          if (q.active) q.cancel();
+          if (q.active || Date.now() > until) clearInterval(poll);
+        }, 10);
+      };
+      if (bounds.signal?.aborted) stop();
+      const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
+      bounds.signal?.addEventListener("abort", stop, { once: true });
+      const settle = <T>(done: (value: T) => void) => (value: T) => {
+        clearTimeout(timeout);
+        clearInterval(poll);
+        bounds.signal?.removeEventListener("abort", stop);
+        done(value);
+      };
+      then.call(q, settle(resolve), (error) => {
+        if (link && _isConnectionError(error)) link.lost = true;
+        settle(reject)(error);
+      });
+    });
+    return outcome.then(onFulfilled, onRejected);
+  } as typeof q.then;
+  return q;
+}
+
+// postgres.js's query: `active` is set once the query is the one its
+// connection is running. Not in its types.
+type _Query = postgres.PendingQuery<postgres.Row[]> & { active?: boolean };
 
 /**
  * Closes this isolate's pools: the one for `url`, or all. For tests and the
@@ -62,6 +349,36 @@ export async function closeDatabases(url?: string): Promise<void> {
 // jitter so that isolates do not reconnect in step.
 function _reconnectDelay(retries: number): number {
   return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 0.5);
+}
+
+// A statement cancelled (by its timeout, the client's timer or an
+// abandoned request: 57014, which postgres.js also gives a query it drops
+// from its queue) or a lock not granted in time (55P03).
+const _TIMEOUT_CODES = new Set(["57014", "55P03"]);
+
+/**
+ * The 503 `db_timeout` (with `Retry-After`) for a statement that ran out
+ * of time or waited too long for a lock, found in `error` or its `cause`
+ * chain (a handler may have wrapped it); `null` for any other error.
+ *
+ * @example
+ * ```ts
+ * throw asDbTimeout(error) ?? error;
+ * ```
+ */
+export function asDbTimeout(error: unknown): HttpError | null {
+  for (let e = error, depth = 0; e && depth < 4; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && _TIMEOUT_CODES.has(code)) {
+      return new HttpError("db_timeout", {
+        extra: { error: publicDbError(e) },
+        headers: { "Retry-After": String(DB_RETRY_AFTER_S) },
+        cause: e,
+      });
+    }
+    e = (e as { cause?: unknown }).cause;
+  }
+  return null;
 }
 
 /** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */
@@ -116,6 +433,10 @@ export function publicDbError(error: unknown): string {
     return `${name} (SQLSTATE ${error.code})`;
   }
   const code = (error as { code?: unknown })?.code;
+  if (typeof code === "string" && _TIMEOUT_CODES.has(code)) {
+    // postgres.js's own error for a query it dropped from its queue.
+    return `${_PUBLIC_CONDITIONS[code]} (SQLSTATE ${code})`;
+  }
   if (typeof code === "string" && _CONNECTION_CODES.has(code)) {
     return `database unreachable (${code})`;
   }

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { publicDbError } from "./db.ts";
+import {
+  asDbTimeout,
+  connectionOptions,
+  DB_RETRY_AFTER_S,
+  publicDbError,
+} from "./db.ts";
 
 Deno.test("publicDbError: a server error is named by its condition and SQLSTATE, never its message", () => {
   const error = new postgres.PostgresError({
@@ -45,4 +50,98 @@ Deno.test("publicDbError: anything else is a plain database error", () => {
     publicDbError(new Error("db at 10.0.0.5:6543")),
     "database error",
   );
+});
+
+Deno.test("connectionOptions: an IPv6 literal in brackets is the host, and user and password are decoded", () => {
+  const o = connectionOptions(
+    "postgresql://postgres.abcd:p%40ss%3Aword@[2001:db8::5]:6543/postgres",
+  );
+  assert.equal(o.host, "2001:db8::5");
+  assert.equal(o.port, 6543);
+  assert.equal(o.username, "postgres.abcd");
+  assert.equal(o.password, "p@ss:word");
+  assert.equal(o.database, "postgres");
+  assert.equal(
+    connectionOptions("postgres://u:p@[::1]/db").host,
+    "::1",
+  );
+  assert.equal(connectionOptions("postgres://u:p@[::1]/db").port, 5432);
+});
+
+Deno.test("connectionOptions: sslmode is honoured as libpq reads it", () => {
+  const ssl = (query: string, host = "db.example.supabase.co") =>
+    connectionOptions(`postgresql://u:p@${host}:5432/postgres${query}`).ssl;
+  assert.equal(ssl("?sslmode=disable"), false);
+  assert.equal(ssl("?sslmode=allow"), "prefer");
+  assert.equal(ssl("?sslmode=prefer"), "prefer");
+  assert.equal(ssl("?sslmode=require"), "require");
+  assert.equal(ssl("?sslmode=verify-ca"), "verify-full");
+  assert.equal(ssl("?sslmode=verify-full"), "verify-full");
+  assert.equal(ssl("?sslrootcert=system"), "verify-full");
+  // No sslmode: libpq's default, prefer; on loopback TLS protects nothing.
+  assert.equal(ssl(""), "prefer");
+  assert.equal(ssl("", "127.0.0.1"), false);
+  assert.equal(ssl("", "[::1]"), false);
+  assert.equal(ssl("?sslmode=require", "127.0.0.1"), "require");
+});
+
+Deno.test("connectionOptions: other URL parameters become startup parameters", () => {
+  const o = connectionOptions(
+    "postgresql://u:p@h/db?sslmode=require&application_name=mine&options=-c%20search_path%3Dpublic",
+  );
+  assert.deepEqual(o.connection, {
+    application_name: "mine",
+    options: "-c search_path=public",
+  });
+  assert.equal(
+    connectionOptions("postgresql://u:p@h/db").connection.application_name,
+    "presence-auth-functions",
+  );
+});
+
+Deno.test("connectionOptions: a bad string is refused without echoing it", () => {
+  for (
+    const url of [
+      "postgresql://u:s3cret@h/db?sslmode=on",
+      "mysql://u:s3cret@h/db",
+      "not a url s3cret",
+    ]
+  ) {
+    assert.throws(() => connectionOptions(url), (e: unknown) => {
+      assert.ok(e instanceof TypeError);
+      assert.ok(!e.message.includes("s3cret"), e.message);
+      return true;
+    });
+  }
+});
+
+Deno.test("asDbTimeout: a statement timeout or lock timeout, even wrapped, is 503 db_timeout with Retry-After", () => {
+  const lock = new postgres.PostgresError({
+    message: "canceling statement due to lock timeout",
+    code: "55P03",
+  } as unknown as string);
+  const direct = asDbTimeout(lock);
+  assert.ok(direct);
+  assert.equal(direct.status, 503);
+  assert.equal(direct.code, "db_timeout");
+  assert.equal(direct.headers["Retry-After"], String(DB_RETRY_AFTER_S));
+  assert.equal(direct.extra.error, "lock not available (SQLSTATE 55P03)");
+  const wrapped = new Error("presence update failed", { cause: lock });
+  assert.equal(asDbTimeout(wrapped)?.code, "db_timeout");
+  // postgres.js's own error for a query cancelled before it was sent.
+  const dropped = Object.assign(
+    new Error("canceling statement due to user request"),
+    { code: "57014" },
+  );
+  assert.equal(
+    asDbTimeout(dropped)?.extra.error,
+    "statement timeout (SQLSTATE 57014)",
+  );
+  assert.equal(
+    asDbTimeout(
+      new postgres.PostgresError({ code: "23505" } as unknown as string),
+    ),
+    null,
+  );
+  assert.equal(asDbTimeout(new Error("x")), null);
 });

@@ -8,6 +8,7 @@
  * @module
  */
 import { z } from "zod";
+import { connectionOptions } from "./db.ts";
 import { HttpError } from "./errors.ts";
 
 /** Where variables come from: `Deno.env.get` in production. */
@@ -45,12 +46,22 @@ export interface FunctionEnv {
    * fetched instead.
    */
   readonly jwks: { readonly keys: readonly JsonWebKey[] } | null;
-  /** Postgres connection string injected by the platform. */
+  /**
+   * The Postgres connection string the functions use: `PRESENCE_DB_URL`
+   * when set (on a hosted project, the transaction pooler's string, port
+   * 6543), else `SUPABASE_DB_URL`, the direct connection the platform
+   * injects.
+   */
   readonly dbUrl: string;
   /** Lower-cased, trimmed administrator emails from `ADMIN_EMAILS`. */
   readonly adminEmails: ReadonlySet<string>;
-  /** Upper bound of the per-isolate connection pool (`DB_POOL_MAX`, default 4). */
+  /** Upper bound of the per-isolate connection pool (`DB_POOL_MAX`, default 2). */
   readonly dbPoolMax: number;
+  /**
+   * `DB_STATEMENT_TIMEOUT_MS` (default 3000): longest any statement runs
+   * before it is cancelled and the request answers 503 `db_timeout`.
+   */
+  readonly dbStatementTimeoutMs: number;
   /**
    * `PRESENCE_VERIFY`: `"local"` (default) verifies asymmetric tokens against
    * the cached JWKS; `"auth"` always asks Auth.
@@ -94,11 +105,14 @@ export interface FunctionEnv {
 /**
  * Names of the optional settings a function reads besides the `SUPABASE_*`
  * variables the platform injects. The local gateway passes these through
- * from the caller's environment.
+ * from the caller's environment. `PRESENCE_DB_URL` is not among them: the
+ * local stack's functions always use the stack's own database, whatever a
+ * shell set up for a hosted project exports.
  */
 export const FUNCTION_SETTINGS = [
   "ADMIN_EMAILS",
   "DB_POOL_MAX",
+  "DB_STATEMENT_TIMEOUT_MS",
   "PRESENCE_VERIFY",
   "PRESENCE_MIN_WRITE_INTERVAL_S",
   "USERNAME_MATCH_DOMAINS",
@@ -116,7 +130,8 @@ export const denoEnv: EnvSource = (name) => Deno.env.get(name);
 const _int = (min: number, max: number, fallback: number) =>
   z.coerce.number().int().min(min).max(max).default(fallback);
 const _SETTINGS = {
-  DB_POOL_MAX: _int(1, 100, 4),
+  DB_POOL_MAX: _int(1, 100, 2),
+  DB_STATEMENT_TIMEOUT_MS: _int(100, 600_000, 3000),
   PRESENCE_VERIFY: z.enum(["local", "auth"]).default("local"),
   PRESENCE_MIN_WRITE_INTERVAL_S: _int(0, 86_400, 0),
   PRESENCE_TOKEN_ISSUER: z.url({ protocol: /^https?$/ }).optional(),
@@ -213,7 +228,8 @@ export function readEnv(get: EnvSource): FunctionEnv {
   const supabaseUrl = value("SUPABASE_URL");
   const anonKey = publishable[0] ?? value("SUPABASE_ANON_KEY");
   const serviceRoleKey = secret[0] ?? legacySecrets[0];
-  const dbUrl = value("SUPABASE_DB_URL");
+  const pooledUrl = value("PRESENCE_DB_URL");
+  const dbUrl = pooledUrl ?? value("SUPABASE_DB_URL");
   if (!supabaseUrl || !anonKey || !serviceRoleKey || !dbUrl) {
     throw new HttpError("missing_env", {
       extra: {
@@ -239,6 +255,13 @@ export function readEnv(get: EnvSource): FunctionEnv {
       invalid[String(issue.path[0])] ??= issue.message;
     }
   }
+  try {
+    connectionOptions(dbUrl);
+  } catch (error) {
+    // The message names the part, never the string (it holds a password).
+    invalid[pooledUrl ? "PRESENCE_DB_URL" : "SUPABASE_DB_URL"] =
+      (error as Error).message;
+  }
   if (!settings.success || !jwks.success || Object.keys(invalid).length > 0) {
     throw new HttpError("invalid_env", { extra: { invalid } });
   }
@@ -255,6 +278,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
     dbUrl,
     adminEmails: parseAdminEmails(get("ADMIN_EMAILS")),
     dbPoolMax: s.DB_POOL_MAX,
+    dbStatementTimeoutMs: s.DB_STATEMENT_TIMEOUT_MS,
     presenceVerify: s.PRESENCE_VERIFY,
     presenceMinWriteIntervalS: s.PRESENCE_MIN_WRITE_INTERVAL_S,
     usernameMatchDomains: s.USERNAME_MATCH_DOMAINS,

@@ -46,7 +46,8 @@ Deno.test("readEnv: reports every missing or empty variable at once as 500 missi
 
 Deno.test("readEnv: unset or blank settings take their defaults", () => {
   const env = readEnv(from({ ...full, DB_POOL_MAX: " ", PRESENCE_VERIFY: "" }));
-  assert.equal(env.dbPoolMax, 4);
+  assert.equal(env.dbPoolMax, 2);
+  assert.equal(env.dbStatementTimeoutMs, 3000);
   assert.equal(env.presenceVerify, "local");
   assert.equal(env.presenceMinWriteIntervalS, 0);
   assert.equal(env.usernameMatchDomains.size, 0);
@@ -245,5 +246,48 @@ Deno.test("readEnv: SUPABASE_JWKS is read as an object with keys or a bare array
   assert.deepEqual(
     readEnv(from({ ...full, SUPABASE_JWKS: JSON.stringify([key]) })).jwks,
     { keys: [key] },
+  );
+});
+
+Deno.test("readEnv: PRESENCE_DB_URL (the transaction pooler) wins over SUPABASE_DB_URL, which it can stand in for", () => {
+  const pooler =
+    "postgresql://postgres.ref:pw@aws-0-eu-west-1.pooler.supabase.com:6543/postgres";
+  assert.equal(
+    readEnv(from({ ...full, PRESENCE_DB_URL: ` ${pooler} ` })).dbUrl,
+    pooler,
+  );
+  assert.equal(readEnv(from(full)).dbUrl, full.SUPABASE_DB_URL);
+  const { SUPABASE_DB_URL: _, ...rest } = full;
+  assert.equal(
+    readEnv(from({ ...rest, PRESENCE_DB_URL: pooler })).dbUrl,
+    pooler,
+  );
+});
+
+Deno.test("readEnv: DB_STATEMENT_TIMEOUT_MS and a database URL it cannot use are refused with 500 invalid_env naming the setting, never the value", () => {
+  assert.equal(
+    readEnv(from({ ...full, DB_STATEMENT_TIMEOUT_MS: "1500" }))
+      .dbStatementTimeoutMs,
+    1500,
+  );
+  assert.throws(
+    () =>
+      readEnv(from({
+        ...full,
+        DB_STATEMENT_TIMEOUT_MS: "5",
+        PRESENCE_DB_URL: "postgresql://u:s3cret@h/db?sslmode=sometimes",
+      })),
+    (e: unknown) => {
+      assert.ok(e instanceof HttpError);
+      assert.equal(e.code, "invalid_env");
+      const invalid = e.extra.invalid as Record<string, string>;
+      assert.deepEqual(Object.keys(invalid).sort(), [
+        "DB_STATEMENT_TIMEOUT_MS",
+        "PRESENCE_DB_URL",
+      ]);
+      assert.match(invalid.PRESENCE_DB_URL, /sslmode/);
+      assert.ok(!JSON.stringify(invalid).includes("s3cret"));
+      return true;
+    },
   );
 });

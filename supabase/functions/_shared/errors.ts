@@ -51,6 +51,10 @@ export const ERRORS = {
     status: 503,
     message: "Proveedor de identidad no disponible",
   },
+  db_timeout: {
+    status: 503,
+    message: "La base de datos no respondió a tiempo",
+  },
   bad_json: { status: 400, message: "JSON inválido" },
   validation_failed: { status: 400, message: "Solicitud inválida" },
   target_not_found: {

@@ -6,6 +6,7 @@
  * @module
  */
 import { corsHeaders } from "./cors.ts";
+import { asDbTimeout } from "./db.ts";
 import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { errorText, logEvent } from "./log.ts";
@@ -63,7 +64,8 @@ export function createFunction(
       } else {
         response = await work(req, { env: readEnv(env), requestId });
       }
-    } catch (error) {
+    } catch (thrown) {
+      const error = _timeoutWins(thrown);
       response = errorResponse(error, requestId);
       code = error instanceof HttpError ? error.code : "internal_error";
       reason = error instanceof HttpError ? error.extra.error : undefined;
@@ -88,6 +90,18 @@ export function createFunction(
     });
     return response;
   };
+}
+
+// A statement that ran out of time answers 503 with Retry-After where the
+// answer would otherwise only say "the database failed": an unexpected
+// error, or presence-ping's presence_update_failed. auth-sync's sync_failed
+// and partial_failure keep their code: they report what was done and
+// undone at the provider.
+function _timeoutWins(error: unknown): unknown {
+  if (error instanceof HttpError && error.code !== "presence_update_failed") {
+    return error;
+  }
+  return asDbTimeout(error) ?? error;
 }
 
 // What a client's `x-request-id` may look like to be logged: a UUID or a

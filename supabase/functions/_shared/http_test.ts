@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { HttpError } from "./errors.ts";
 import {
   createFunction,
@@ -106,6 +107,39 @@ Deno.test("readJsonBody: empty is undefined, bad JSON is 400 bad_json", async ()
     (e: unknown) =>
       e instanceof HttpError && e.code === "bad_json" && e.status === 400,
   );
+});
+
+Deno.test("createFunction: a statement timeout or lock timeout answers 503 db_timeout with Retry-After and CORS headers", async () => {
+  const lockTimeout = new postgres.PostgresError({
+    message: "canceling statement due to lock timeout",
+    code: "55P03",
+  } as unknown as string);
+  const failing = (error: unknown) =>
+    createFunction("t", (n) => env[n], () => Promise.reject(error));
+  for (
+    const error of [
+      lockTimeout,
+      new HttpError("presence_update_failed", { cause: lockTimeout }),
+    ]
+  ) {
+    const res = await failing(error)(
+      new Request("http://x/", { method: "POST" }),
+    );
+    assert.equal(res.status, 503);
+    assert.equal(res.headers.get("retry-after"), "1");
+    assert.equal(res.headers.get("access-control-allow-origin"), "*");
+    assert.deepEqual(await res.json(), {
+      message: "La base de datos no respondió a tiempo",
+      code: "db_timeout",
+      error: "lock not available (SQLSTATE 55P03)",
+    });
+  }
+  // auth-sync's answers that say what was done keep their code.
+  const kept = await failing(
+    new HttpError("sync_failed", { cause: lockTimeout }),
+  )(new Request("http://x/", { method: "POST" }));
+  assert.equal(kept.status, 500);
+  assert.equal((await kept.json()).code, "sync_failed");
 });
 
 /** The JSON log lines `run` writes. */

@@ -51,7 +51,7 @@ export async function authSync(
   ctx: RequestContext,
 ): Promise<Response> {
   let identity: Identity;
-  const sql = database(ctx.env);
+  const sql = database(ctx.env, req.signal);
   try {
     const server = serverCaller(req, ctx.env);
     if (server) {

@@ -197,7 +197,7 @@ export async function presencePing(
     bodyText,
     new URL(req.url).searchParams.get("state"),
   );
-  const sql = database(ctx.env);
+  const sql = database(ctx.env, req.signal);
   const options: UpdateOptions = {
     rules: matchRules(ctx.env),
     minWriteIntervalS: ctx.env.presenceMinWriteIntervalS,

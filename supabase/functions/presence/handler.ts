@@ -41,7 +41,7 @@ export async function presence(
   req: Request,
   ctx: RequestContext,
 ): Promise<Response> {
-  const sql = database(ctx.env);
+  const sql = database(ctx.env, req.signal);
   const { identity, row } = await readingCaller(
     sql,
     bearerToken(req),

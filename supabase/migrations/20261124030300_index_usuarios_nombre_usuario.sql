@@ -1,0 +1,17 @@
+-- Index on lower(nombre_usuario) of public.usuarios, built without blocking the table's
+-- writes: CONCURRENTLY, the first statement of its own file (the Supabase
+-- CLI sends a file as one pipeline, and only a pipeline's first statement
+-- may run outside a transaction). Unnamed, so that a build that failed
+-- before (an INVALID index) is never taken for done; presence.settle_index
+-- then drops invalid and redundant copies (a table this project created
+-- already has its index) and names the one kept usuarios_nombre_usuario_lower_idx.
+-- A failure leaves this file unapplied: the next push builds again.
+create index concurrently on public.usuarios (lower(nombre_usuario));
+
+select presence.settle_index(
+  'public.usuarios'::regclass,
+  'lower(nombre_usuario)',
+  'usuarios_nombre_usuario_lower_idx',
+  'usuarios_lower_idx',
+  'Lookups of presence-ping and auth-sync by username, case-insensitive. Plain: an adopted table keeps accepting what it accepted.'
+);

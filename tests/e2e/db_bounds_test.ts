@@ -1,0 +1,199 @@
+/**
+ * The bounds every statement of a request runs under
+ * (`supabase/functions/_shared/db.ts`, docs/reliability.md "Database
+ * timeouts"), on a real database: PGlite, or PostgreSQL with
+ * TEST_DATABASE_URL. Cancellation, lock waits and timers are PostgreSQL
+ * only: PGlite is one single-user session that takes no cancel request and
+ * runs no timer, and a lock held in one of its connections stops all the
+ * others.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { createTestDatabase } from "../../local/testing/database.ts";
+import { asDbTimeout, bounded } from "../../supabase/functions/_shared/db.ts";
+
+Deno.test({
+  name:
+    "bounded: each transaction runs with statement_timeout and lock_timeout set locally, never for the session",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const db = await createTestDatabase();
+    const raw = postgres(db.url, { max: 1, prepare: false });
+    try {
+      const sql = bounded(raw, { timeoutMs: 2500 });
+      const inside = await sql.begin(async (tx) => {
+        const [row] = await tx`
+          select current_setting('statement_timeout') as statement,
+                 current_setting('lock_timeout') as lock`;
+        return { ...row };
+      });
+      assert.deepEqual(inside, { statement: "2500ms", lock: "1s" });
+      const [after] = await raw`
+        select current_setting('statement_timeout') as statement,
+               current_setting('lock_timeout') as lock`;
+      assert.deepEqual({ ...after }, { statement: "0", lock: "0" });
+    } finally {
+      await raw.end();
+      await db.close();
+    }
+  },
+});
+
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  // PGlite is one single-user session: it neither takes cancel requests nor
+  // runs a timer, and a lock held in one connection stops all the others.
+  const withDb = (
+    name: string,
+    fn: (url: string, raw: postgres.Sql) => Promise<void>,
+  ) =>
+    Deno.test({
+      name,
+      sanitizeResources: false,
+      sanitizeOps: false,
+      async fn() {
+        const db = await createTestDatabase();
+        const raw = postgres(db.url, {
+          max: 2,
+          prepare: false,
+          onnotice: () => {},
+        });
+        try {
+          await fn(db.url, raw);
+        } finally {
+          await raw.end();
+          await db.close();
+        }
+      },
+    });
+
+  withDb(
+    "bounded: a statement still running after timeoutMs is cancelled on the server (57014) and maps to db_timeout",
+    async (_url, raw) => {
+      const sql = bounded(raw, { timeoutMs: 300 });
+      // pg_sleep(30) returns normally unless the server cancels it.
+      const error = await sql`select pg_sleep(30)`.then(() => null, (e) => e);
+      assert.ok(error instanceof postgres.PostgresError, String(error));
+      assert.equal(error.code, "57014");
+      assert.equal(asDbTimeout(error)?.status, 503);
+      const [{ sleeping }] = await raw`
+        select count(*)::int as sleeping from pg_stat_activity
+        where query like 'select pg_sleep(30)%' and state = 'active'`;
+      assert.equal(sleeping, 0);
+    },
+  );
+
+  withDb(
+    "bounded: an aborted request signal cancels its running statement",
+    async (_url, raw) => {
+      const abort = new AbortController();
+      const sql = bounded(raw, { timeoutMs: 600_000, signal: abort.signal });
+      const pending = sql`select pg_sleep(30)`.then(() => null, (e) => e);
+      // Aborted once the statement is running on the server.
+      for (;;) {
+        const [{ n }] = await raw`
+          select count(*)::int as n from pg_stat_activity
+          where query like 'select pg_sleep(30)%' and state = 'active'`;
+        if (n > 0) break;
+      }
+      abort.abort();
+      const error = await pending;
+      assert.ok(error instanceof postgres.PostgresError, String(error));
+      assert.equal(error.code, "57014");
+    },
+  );
+
+  withDb(
+    "bounded: a transaction's statement waiting for a row lock fails with lock_not_available (55P03)",
+    async (_url, raw) => {
+      await raw`create table t (id int primary key, v int)`;
+      await raw`insert into t values (1, 0)`;
+      const holder = await raw.reserve();
+      try {
+        await holder`begin`;
+        await holder`select 1 from t where id = 1 for update`;
+        const sql = bounded(raw, { timeoutMs: 600_000 });
+        const error = await sql.begin((tx) =>
+          tx`update t set v = v + 1 where id = 1`
+        ).then(() => null, (e) => e);
+        assert.ok(error instanceof postgres.PostgresError, String(error));
+        assert.equal(error.code, "55P03");
+        assert.equal(asDbTimeout(error)?.code, "db_timeout");
+      } finally {
+        await holder`rollback`;
+        holder.release();
+      }
+    },
+  );
+
+  withDb(
+    "statement_timeout: set as a function's attribute it does not bound the statement that calls it; SET LOCAL does",
+    async (_url, raw) => {
+      await raw`
+        create function slow() returns int language sql
+        set statement_timeout = '100ms'
+        as 'select 1 from pg_sleep(0.6)'`;
+      // Runs to its end: the attribute is in force, but the statement's
+      // timer was armed (or not) when the statement started.
+      const [{ slow }] = await raw`select slow()`;
+      assert.equal(slow, 1);
+      const error = await raw.begin(async (tx) => {
+        await tx`set local statement_timeout = '100ms'`;
+        await tx`select pg_sleep(0.6)`;
+      }).then(() => null, (e) => e);
+      assert.ok(error instanceof postgres.PostgresError, String(error));
+      assert.equal(error.code, "57014");
+    },
+  );
+}
+
+Deno.test({
+  name:
+    "bounded: a statement out of time while its connection is still opening answers 57014, and the pool keeps serving",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const db = await createTestDatabase();
+    const target = new URL(db.url);
+    // A proxy that takes 400 ms to open each connection, as a far or busy
+    // pooler can.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const proxied = new URL(db.url);
+    proxied.port = String((listener.addr as Deno.NetAddr).port);
+    const links: Deno.Conn[] = [];
+    (async () => {
+      for await (const client of listener) {
+        await new Promise((r) => setTimeout(r, 400));
+        const server = await Deno.connect({
+          hostname: target.hostname,
+          port: Number(target.port),
+        });
+        links.push(client, server);
+        client.readable.pipeTo(server.writable).catch(() => {});
+        server.readable.pipeTo(client.writable).catch(() => {});
+      }
+    })().catch(() => {});
+    const raw = postgres(proxied.href, { max: 1, prepare: false });
+    try {
+      const sql = bounded(raw, { timeoutMs: 100 });
+      const early = await sql`select 1 as one`.then(() => null, (e) => e);
+      assert.equal(early?.code, "57014");
+      // postgres.js alone would leave that connection wedged, and every
+      // later query of the pool would wait for ever.
+      const later = bounded(raw, { timeoutMs: 5000 });
+      const [row] = await later`select 2 as two`;
+      assert.equal(row.two, 2);
+    } finally {
+      await raw.end({ timeout: 1 });
+      listener.close();
+      for (const link of links) {
+        try {
+          link.close();
+        } catch {
+          // already closed
+        }
+      }
+      await db.close();
+    }
+  },
+});
