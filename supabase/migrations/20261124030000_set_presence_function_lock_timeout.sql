@@ -12,8 +12,9 @@
 -- themselves (supabase/functions/_shared/db.ts, LOCK_TIMEOUT_MS is this
 -- value).
 --
--- Every function of the presence schema, whatever its signature, so that a
--- replacement of record_ping in an earlier migration keeps the setting.
+-- The two functions the functions call (record_ping for a ping, reader for
+-- a read), whatever their signature. Not the change-log trigger function:
+-- it runs inside the app's own writes, whose lock waits are the app's.
 do $$
 declare
   _fn regprocedure;
@@ -21,6 +22,7 @@ begin
   for _fn in
     select p.oid::regprocedure from pg_proc p
     where p.pronamespace = 'presence'::regnamespace and p.prokind = 'f'
+      and p.proname in ('record_ping', 'reader')
   loop
     execute format('alter function %s set lock_timeout = %L', _fn, '1s');
   end loop;

@@ -81,8 +81,12 @@ e2eTest(
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where p.oid = ${SIGNATURE}::regprocedure`;
     // UTC: a `timestamp without time zone` column holds UTC whatever the
-    // caller's TimeZone.
-    assert.deepEqual(r.proconfig, ['search_path=""', "TimeZone=UTC"]);
+    // caller's TimeZone; a lock held elsewhere fails the ping after 1 s.
+    assert.deepEqual(r.proconfig, [
+      'search_path=""',
+      "TimeZone=UTC",
+      "lock_timeout=1s",
+    ]);
     assert.equal(r.prosecdef, false);
     assert.equal(r.schema, "presence");
     const config = await Deno.readTextFile(
