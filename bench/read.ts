@@ -10,23 +10,7 @@
 import type postgres from "postgres";
 import { presenceStatement } from "../supabase/functions/presence/query.ts";
 import { type LoadResult, runDenoClient, runWrk } from "./load.ts";
-import type { PingPass } from "./types.ts";
-
-/** What the read pass measured. */
-export interface ReadPassResults {
-  rows: number;
-  /** `{"limit":100}`: the first page of everyone. */
-  fullPage: LoadResult;
-  /** `{"cursor":...}` with nothing changed since. */
-  emptyChanges: LoadResult;
-  /** Users the changes-since call returned after its pass (0 expected). */
-  emptyChangesUsers: number;
-  /** Rows changed before the EXPLAIN, and its plan. */
-  planChanges: number;
-  plan: string;
-  /** Ping passes (ES256, c=16) with and without the ultimo_acceso index. */
-  pings: { withIndex: PingPass; withoutIndex: PingPass };
-}
+import type { PingPass, ReadPassResults } from "./types.ts";
 
 /** Inputs of {@linkcode runReadPass}. */
 export interface ReadPassOptions {

@@ -89,10 +89,55 @@ export interface TokenCachePass {
   seenBefore: PingPass;
 }
 
+/** What the read pass measured. */
+export interface ReadPassResults {
+  rows: number;
+  /** `{"limit":100}`: the first page of everyone. */
+  fullPage: LoadResult;
+  /** `{"cursor":...}` with nothing changed since. */
+  emptyChanges: LoadResult;
+  /** Users the changes-since call returned after its pass (0 expected). */
+  emptyChangesUsers: number;
+  /** Rows changed before the EXPLAIN, and its plan. */
+  planChanges: number;
+  plan: string;
+  /** Ping passes (ES256, c=16) with and without the ultimo_acceso index. */
+  pings: { withIndex: PingPass; withoutIndex: PingPass };
+}
+
+/** What the read-cost pass (bench/read_cost.ts) measured. */
+export interface ReadCost {
+  /** ES256 pings, c=16. */
+  ping: PingPass;
+  /** An empty changes-since call (one cursor), c=16. */
+  emptyChanges: LoadResult;
+  /** Distinct watchers, each polling with its own cursor, c=16. */
+  watchers: number;
+  watcherPolls: LoadResult;
+  /** The same two beside an idle transaction holding a write. */
+  besideIdle: { emptyChanges: LoadResult; watcherPolls: LoadResult };
+}
+
+/** The part of the read side whose write cost is measured. */
+export type WritePart = "index" | "trigger";
+
+/** One pgbench pass of the write-cost pass (bench/write_cost.ts). */
+export interface WriteCostRow {
+  part: WritePart;
+  enabled: boolean;
+  updatesPerS: number;
+  walBytesPerUpdate: number;
+  hotPercent: number | null;
+}
+
 /** Everything a run measured; written as the JSON file. */
 export interface BenchResults {
   /** The presence function's read pass (bench/read.ts). */
-  read?: import("./read.ts").ReadPassResults;
+  read?: ReadPassResults;
+  /** A poll next to a ping (bench/read_cost.ts). */
+  readCost?: ReadCost;
+  /** What the index and the change-log trigger cost a write (bench/write_cost.ts). */
+  writeCost?: WriteCostRow[];
   environment: Environment;
   /** The machine's load before the run (other sessions share it). */
   background: Background;
@@ -108,6 +153,8 @@ export interface BenchResults {
     /** Where the functions' per-request log lines went. */
     functionLogLines: number;
     handlerSettings: string[];
+    /** The passes this run ran (bench/main.ts's table). */
+    passes: string[];
   };
   definitions: Record<string, string>;
   tokenChecks: string[];
