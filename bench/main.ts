@@ -33,12 +33,10 @@ import {
 } from "./ceilings.ts";
 import { pingPass } from "./context.ts";
 import { measureFixedRate } from "./latency_pass.ts";
-import { formatReadPass, runReadPass } from "./read.ts";
 import { formatReadCost, measureReadCost } from "./read_cost.ts";
 import { formatReport } from "./report.ts";
 import { resultsChart } from "./results_chart.ts";
 import { measureScale } from "./scale_pass.ts";
-import { measurePool, measureSkipWrite } from "./settings_pass.ts";
 import { type SetUp, setUp } from "./setup.ts";
 import { environment, waitForIdle } from "./stats.ts";
 import { HOT_ENOUGH, targets } from "./targets.ts";
@@ -52,7 +50,6 @@ const _CONCURRENCIES = [1, 16, 64];
 const _SCALE_ROWS = [1_000, 10_000, 100_000];
 const _SKIP_INTERVAL_S = 60;
 const _FILLFACTOR = 80;
-const _BIG_POOL = 16;
 
 /** What a pass gets: the set-up stack (when it needs one) and the run so far. */
 interface RunState {
@@ -157,27 +154,28 @@ export const PASSES: readonly Pass[] = [{
     );
   },
 }, {
-  name: "settings",
-  runs: "a larger pool and the skip-write setting (bench/settings_pass.ts)",
+  name: "skip-write",
+  runs:
+    "ES256 at c=16 with PRESENCE_MIN_WRITE_INTERVAL_S=60, against the same pass without",
   needs: ["throughput"],
   stack: true,
-  figures: ["pool", "skipWrite"],
-  comparedWith: "the c=16 ES256 pass",
+  figures: ["skipWrite"],
+  comparedWith: "the c=16 ES256 pass (the setting off)",
   async run(s) {
-    s.results.pool = await measurePool(_stack(s), _BIG_POOL, _CONCURRENCIES);
-    s.results.skipWrite = await measureSkipWrite(
-      _stack(s),
-      _SKIP_INTERVAL_S,
-      s.results.throughput!.find((t) => t.concurrency === 16)!.ping.es256,
-    );
+    s.log(`Skip-write on (${_SKIP_INTERVAL_S} s), concurrency 16`);
+    s.results.skipWrite = {
+      intervalS: _SKIP_INTERVAL_S,
+      off: s.results.throughput!.find((t) => t.concurrency === 16)!.ping.es256,
+      on: await pingPass(_stack(s), _stack(s).stack.variants.skip, "es256", 16),
+    };
   },
 }, {
   name: "scale",
   runs:
-    "c=16 at 1,000, 10,000 and 100,000 rows, HOT updates, EXPLAIN, a fillfactor trial (bench/scale_pass.ts)",
+    "c=16 at 1,000, 10,000 and 100,000 rows, HOT updates, the largest without the ultimo_acceso index, EXPLAIN, a fillfactor trial (bench/scale_pass.ts)",
   needs: ["work"],
   stack: true,
-  figures: ["scale", "explain", "fillfactor"],
+  figures: ["scale", "withoutIndex", "explain", "fillfactor"],
   comparedWith: "flat cost 1,000 → 100,000 rows, HOT updates kept",
   async run(s) {
     Object.assign(
@@ -190,30 +188,6 @@ export const PASSES: readonly Pass[] = [{
         HOT_ENOUGH,
       ),
     );
-  },
-}, {
-  name: "read",
-  runs:
-    "presence (full page, empty changes-since) on the largest table, and pings without the ultimo_acceso index (bench/read.ts)",
-  needs: ["scale"],
-  stack: true,
-  figures: ["read"],
-  comparedWith: "the ES256 ping at c=16 with the index",
-  async run(s) {
-    const ctx = _stack(s);
-    const main = ctx.stack.variants.main;
-    s.results.read = await runReadPass({
-      sql: ctx.sql,
-      apiUrl: main.apiUrl,
-      tokens: ctx.tokens.es256,
-      tokensFile: ctx.tokenFiles.es256,
-      useWrk: Boolean(ctx.wrk),
-      durationS: s.durationS,
-      warmupS: s.warmupS,
-      log: s.log,
-      pingPass: () => pingPass(ctx, main, "es256", 16),
-      withIndex: s.results.scale!.at(-1)!.pass,
-    });
   },
 }, {
   name: "read-cost",
@@ -249,9 +223,8 @@ const _PING_PASSES = [
   "throughput",
   "latency",
   "token-cache",
-  "settings",
+  "skip-write",
   "scale",
-  "read",
 ];
 
 /** The passes to run for `--only` (with the passes they need), in table order. */
@@ -327,7 +300,6 @@ async function main(): Promise<void> {
       durationS,
       warmupS,
       users,
-      bigPool: _BIG_POOL,
       skipIntervalS: _SKIP_INTERVAL_S,
       log,
     })
@@ -371,7 +343,6 @@ async function main(): Promise<void> {
       const full = r as BenchResults;
       full.targets = targets(full);
       print(formatReport(full));
-      print(`\n${formatReadPass(full.read!)}`);
       print(
         `\nSQL per ping (captured from the ES256 count):\n${
           state.forms!.raw.functionCall

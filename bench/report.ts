@@ -63,7 +63,18 @@ export function formatReport(r: BenchResults): string {
       } ms, max ${n(f.latencyMs.max, 0)}, ${f.errors} errors`,
     ]);
   }
+  const noIndex = r.withoutIndex;
   figures.push(
+    [
+      `without the ultimo_acceso index, ${r.scale.at(-1)!.rows} rows`,
+      `${rps(noIndex.load)} req/s, HOT ${
+        pct1(noIndex.perPing.hotPercent)
+      }, WAL ${n(noIndex.perPing.walBytes, 0)} B per ping (with: ${
+        n(large.perPing.walBytes, 0)
+      }), buffers ${n(noIndex.perPing.buffers, 1)} (with: ${
+        n(large.perPing.buffers, 1)
+      })`,
+    ],
     [
       "scale, req/s by rows",
       r.scale.map((s) => `${s.rows}: ${rps(s.pass.load)}`).join(", "),
@@ -81,13 +92,7 @@ export function formatReport(r: BenchResults): string {
       `${rps(r.fillfactor.pass.load)} req/s`,
     ]);
   }
-  for (const p of r.pool) {
-    figures.push([
-      `DB_POOL_MAX=${p.dbPoolMax}, c=${p.concurrency}`,
-      `${rps(p.pass.load)} req/s`,
-    ]);
-  }
-  if (r.skipWrite.present) {
+  {
     const { off, on, intervalS } = r.skipWrite;
     figures.push([
       `skip-write ${intervalS} s, off → on`,

@@ -89,22 +89,6 @@ export interface TokenCachePass {
   seenBefore: PingPass;
 }
 
-/** What the read pass measured. */
-export interface ReadPassResults {
-  rows: number;
-  /** `{"limit":100}`: the first page of everyone. */
-  fullPage: LoadResult;
-  /** `{"cursor":...}` with nothing changed since. */
-  emptyChanges: LoadResult;
-  /** Users the changes-since call returned after its pass (0 expected). */
-  emptyChangesUsers: number;
-  /** Rows changed before the EXPLAIN, and its plan. */
-  planChanges: number;
-  plan: string;
-  /** Ping passes (ES256, c=16) with and without the ultimo_acceso index. */
-  pings: { withIndex: PingPass; withoutIndex: PingPass };
-}
-
 /** What the read-cost pass (bench/read_cost.ts) measured. */
 export interface ReadCost {
   /** ES256 pings, c=16. */
@@ -132,8 +116,6 @@ export interface WriteCostRow {
 
 /** Everything a run measured; written as the JSON file. */
 export interface BenchResults {
-  /** The presence function's read pass (bench/read.ts). */
-  read?: ReadPassResults;
   /** A poll next to a ping (bench/read_cost.ts). */
   readCost?: ReadCost;
   /** What the index and the change-log trigger cost a write (bench/write_cost.ts). */
@@ -164,13 +146,11 @@ export interface BenchResults {
   /** The inline statement as postgres.js sends it (unnamed, planned each time), c=16: the ceiling before the function. */
   dbInlineExtended: LoadResult | null;
   tokenCache: TokenCachePass | null;
-  skipWrite:
-    | { present: false }
-    | { present: true; intervalS: number; off: PingPass; on: PingPass };
+  skipWrite: { intervalS: number; off: PingPass; on: PingPass };
   scale: { rows: number; pass: PingPass }[];
+  /** The largest size's pass again without the ultimo_acceso index. */
+  withoutIndex: PingPass;
   explain: { rows: number; user: number; plan: string } | null;
-  /** The same passes with a larger pool (`DB_POOL_MAX`), to test the pool as a cause. */
-  pool: { dbPoolMax: number; concurrency: number; pass: PingPass }[];
   fillfactor:
     | { tried: true; fillfactor: number; rows: number; pass: PingPass }
     | { tried: false; reason: string };
