@@ -12,7 +12,7 @@
 import postgres from "postgres";
 import { PROJECT_DIR } from "../local/migrate.ts";
 import { createTestDatabase } from "../local/testing/database.ts";
-
+import { n, table } from "./report.ts";
 import type { WriteCostRow, WritePart } from "./types.ts";
 
 const _ROWS = 100_000;
@@ -117,20 +117,16 @@ where id = :n;
 
 /** The table printed for {@linkcode measureWriteCost}'s rows. */
 export function formatWriteCost(rows: WriteCostRow[]): string {
-  const lines = [
-    `Write cost (pgbench -M prepared -c ${_CLIENTS}, ${
-      _CLIENTS * _PER_CLIENT
-    } updates of 1,000 users in ${_ROWS} rows per pass)`,
-    "part     on   updates/s  WAL B/update  HOT %",
-  ];
-  for (const r of rows) {
-    lines.push(
-      `${r.part.padEnd(8)} ${r.enabled ? "yes" : "no "} ${
-        r.updatesPerS.toFixed(0).padStart(10)
-      }  ${r.walBytesPerUpdate.toFixed(0).padStart(12)}  ${
-        r.hotPercent === null ? "    -" : r.hotPercent.toFixed(1).padStart(5)
-      }`,
-    );
-  }
-  return lines.join("\n");
+  return `Write cost (pgbench -M prepared -c ${_CLIENTS}, ${
+    n(_CLIENTS * _PER_CLIENT, 0)
+  } updates of 1,000 users in ${n(_ROWS, 0)} rows per pass)\n` + table(
+    ["part", "on", "updates/s", "WAL bytes per update", "HOT updates"],
+    rows.map((r) => [
+      r.part,
+      r.enabled ? "yes" : "no",
+      n(r.updatesPerS, 0),
+      n(r.walBytesPerUpdate, 0),
+      r.hotPercent === null ? "-" : `${n(r.hotPercent, 1)}%`,
+    ]),
+  );
 }
