@@ -90,8 +90,9 @@ const _stack = (s: RunState) => s.bench!.ctx;
 
 /**
  * Every pass, in the order a full run runs them. Skip-write runs before
- * token-cache: right after 3,000-15,000 first-seen tokens its Deno CPU per
- * ping was a third higher (0.15-0.18 ms against 0.12).
+ * token-cache, after ping passes as it did when a pool pass stood between:
+ * in two quick runs right after the first-seen tokens its Deno CPU per ping
+ * was higher (0.15-0.18 ms against 0.10-0.12); not confirmed as the cause.
  */
 export const PASSES: readonly Pass[] = [{
   name: "work",
