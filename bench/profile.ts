@@ -1,7 +1,7 @@
 /**
  * `deno run -A --cpu-prof --cpu-prof-dir=DIR bench/profile.ts`: a CPU
- * profile of presence-ping's Deno side under load. It serves the main
- * variant of the bench stack on a fresh database, drives ES256 pings with
+ * profile of presence-ping's Deno side under load. It sets the bench up
+ * as `npm run bench` does (bench/setup.ts) and drives ES256 pings with
  * wrk (or the Deno client) at concurrency 16 for `--duration` seconds, and
  * prints the functions with the most self time in this process, grouped by
  * package, from the profile V8 writes when the process exits (`--top`
@@ -10,13 +10,8 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import postgres from "postgres";
-import { createTestDatabase } from "../local/testing/database.ts";
-import { ensurePostgres } from "../tests/support/postgres.ts";
-import { type BenchContext, load, once } from "./context.ts";
-import { ensureWrk } from "./load.ts";
-import { startBenchStack } from "./stack.ts";
-import { createBenchUsers, mintTokens } from "./users.ts";
+import { load } from "./context.ts";
+import { setUp } from "./setup.ts";
 
 interface _Node {
   id: number;
@@ -89,67 +84,25 @@ async function main(): Promise<void> {
     return;
   }
   const log = (line: string) => console.error(line);
-  const pg = await ensurePostgres();
-  if (pg.url === null) throw new Error(`No PostgreSQL: ${pg.reason}`);
-  Deno.env.set("TEST_DATABASE_URL", pg.url);
-  const database = await createTestDatabase();
-  const dataDir = await Deno.makeTempDir({ prefix: "profile-data-" });
-  const tmp = await Deno.makeTempDir({ prefix: "profile-" });
-  const quietLog = console.log;
-  console.log = () => {};
-  const stack = await startBenchStack({
-    databaseUrl: database.url,
-    dataDir,
+  // The bench's own set-up (bench/setup.ts): its other variants stay idle.
+  const bench = await setUp({
+    quick: false,
+    durationS: Number(values.duration),
+    warmupS: 2,
+    users: 1000,
+    skipIntervalS: 60,
     log,
-    variants: [{ name: "main", settings: { PRESENCE_VERIFY: "local" } }],
   });
-  const sql = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
   try {
-    const users = 1000;
-    await once(stack.dbUrl, (c) => createBenchUsers(c, users));
-    const tokens = await mintTokens({
-      users,
-      signingKeyFile: stack.signingKeyFile,
-      jwtSecret: stack.jwtSecret,
-      issuer: stack.issuer,
-      expiry: stack.jwtExpiry,
-    });
-    const tokenFiles = {
-      es256: `${tmp}/es256.txt`,
-      hs256: `${tmp}/hs256.txt`,
-    };
-    await Deno.writeTextFile(tokenFiles.es256, tokens.es256.join("\n"));
-    await Deno.writeTextFile(tokenFiles.hs256, tokens.hs256.join("\n"));
-    const ctx: BenchContext = {
-      stack,
-      sql,
-      tokens,
-      tokenFiles,
-      users,
-      quick: false,
-      durationS: Number(values.duration),
-      warmupS: 2,
-      wrk: await ensureWrk(log),
-      log,
-    };
-    await load(ctx, stack.variants.main.pingUrl, "es256", 16, 2);
-    const result = await load(
-      ctx,
-      stack.variants.main.pingUrl,
-      "es256",
-      16,
-      ctx.durationS,
-    );
+    const { ctx } = bench;
+    const url = ctx.stack.variants.main.pingUrl;
+    await load(ctx, url, "es256", 16, ctx.warmupS);
+    const result = await load(ctx, url, "es256", 16, ctx.durationS);
     console.error(
       `ES256 c=16: ${result.rps.toFixed(0)} req/s, ${result.errors} errors`,
     );
   } finally {
-    console.log = quietLog;
-    await sql.end({ timeout: 5 });
-    await stack.close();
-    await database.close();
-    await Deno.remove(dataDir, { recursive: true });
-    await Deno.remove(tmp, { recursive: true });
+    await bench.close();
   }
   console.error(
     "Profile written on exit; print it with: deno run -A bench/profile.ts --read=<file>.cpuprofile",

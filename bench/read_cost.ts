@@ -11,20 +11,7 @@
 import postgres from "postgres";
 import { type BenchContext, pingPass, withCpu } from "./context.ts";
 import { type LoadResult, runDenoClient } from "./load.ts";
-import type { PingPass } from "./types.ts";
-
-/** What {@linkcode measureReadCost} measured. */
-export interface ReadCost {
-  /** ES256 pings, c=16. */
-  ping: PingPass;
-  /** An empty changes-since call (one cursor), c=16. */
-  emptyChanges: LoadResult;
-  /** Distinct watchers, each polling with its own cursor, c=16. */
-  watchers: number;
-  watcherPolls: LoadResult;
-  /** The same two beside an idle transaction holding a write. */
-  besideIdle: { emptyChanges: LoadResult; watcherPolls: LoadResult };
-}
+import type { ReadCost } from "./types.ts";
 
 const _C = 16;
 const _ROUNDS = 5;

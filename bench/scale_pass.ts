@@ -1,20 +1,21 @@
 /**
- * Pass 6, table size: the concurrency-16 pass with more and more rows in
- * `usuarios`, HOT-update counts, EXPLAIN of one ping, and a fillfactor
- * trial when updates stop being HOT.
+ * Pass `scale`, table size: the concurrency-16 pass with more and more rows
+ * in `usuarios`, HOT-update counts, the same pass at the largest size
+ * without the `ultimo_acceso` index (what the index costs pings), EXPLAIN
+ * of one ping, and a fillfactor trial when updates stop being HOT.
  *
  * @module
  */
 import type postgres from "postgres";
 import { type BenchContext, once, pingPass, rowCount } from "./context.ts";
 import type { ReplayStatement } from "./pgbench.ts";
-import type { BenchResults } from "./types.ts";
+import type { BenchResults, PingPass } from "./types.ts";
 import { growUsuarios } from "./users.ts";
 
-/** What pass 6 found. */
+/** What the scale pass found. */
 export type ScaleFindings = Pick<
   BenchResults,
-  "scale" | "explain" | "fillfactor"
+  "scale" | "withoutIndex" | "explain" | "fillfactor"
 >;
 
 /**
@@ -42,6 +43,18 @@ export async function measureScale(
     ctx.log(`Scale: ${rows} rows, concurrency 16`);
     scale.push({ rows, pass: await pingPass(ctx, main, "es256", 16) });
   }
+  ctx.log("Scale: the largest size without the ultimo_acceso index");
+  await ctx.sql`drop index public.usuarios_ultimo_acceso_idx`;
+  // As before each size: right after a checkpoint, so full-page images
+  // weigh the same in both WAL figures.
+  await ctx.sql`checkpoint`;
+  let withoutIndex: PingPass;
+  try {
+    withoutIndex = await pingPass(ctx, main, "es256", 16);
+  } finally {
+    await ctx.sql`create index if not exists usuarios_ultimo_acceso_idx
+                  on public.usuarios (ultimo_acceso)`;
+  }
   const user = 1;
   const rows = await rowCount(ctx.sql);
   const explain = {
@@ -53,6 +66,7 @@ export async function measureScale(
   if (hot >= hotEnough) {
     return {
       scale,
+      withoutIndex,
       explain,
       fillfactor: {
         tried: false,
@@ -70,6 +84,7 @@ export async function measureScale(
   await ctx.sql.unsafe("vacuum full analyze public.usuarios");
   return {
     scale,
+    withoutIndex,
     explain,
     fillfactor: {
       tried: true,

@@ -7,7 +7,6 @@
  * @module
  */
 import postgres from "postgres";
-import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
 import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
 import { createTestDatabase } from "../local/testing/database.ts";
 import { ensurePostgres } from "../tests/support/postgres.ts";
@@ -26,8 +25,6 @@ export interface SetUpOptions {
   users: number;
   /** An admin URL on which the fresh database is made (default: the machine's cluster). */
   databaseUrl?: string;
-  /** Connections per isolate for the `pool` variant. */
-  bigPool: number;
   /** `PRESENCE_MIN_WRITE_INTERVAL_S` of the `skip` variant. */
   skipIntervalS: number;
   log: (line: string) => void;
@@ -50,8 +47,8 @@ export interface SetUp {
 /**
  * Sets the benchmark up. The main variant pins the optional settings to
  * their defaults, so a developer's environment cannot change what is
- * measured; `count` and `count-auth` go through counting proxies, `pool`
- * has a larger pool, `skip` the skip-write setting.
+ * measured; `count` and `count-auth` go through counting proxies, `skip`
+ * has the skip-write setting.
  */
 export async function setUp(options: SetUpOptions): Promise<SetUp> {
   const { log, users } = options;
@@ -94,14 +91,10 @@ export async function setUp(options: SetUpOptions): Promise<SetUp> {
     const pgbench = await pgbenchVersion();
     if (!pgbench) throw new Error("pgbench is missing (postgresql-client)");
 
-    const has = (name: string) =>
-      (FUNCTION_SETTINGS as readonly string[]).includes(name);
-    const skipWritePresent = has("PRESENCE_MIN_WRITE_INTERVAL_S");
-    const verifyPresent = has("PRESENCE_VERIFY");
     const defaults: Record<string, string> = {
       USERNAME_MATCH_DOMAINS: LOCAL_USERNAME_MATCH_DOMAINS,
-      ...(skipWritePresent ? { PRESENCE_MIN_WRITE_INTERVAL_S: "0" } : {}),
-      ...(verifyPresent ? { PRESENCE_VERIFY: "local" } : {}),
+      PRESENCE_MIN_WRITE_INTERVAL_S: "0",
+      PRESENCE_VERIFY: "local",
     };
     const stack = await startBenchStack({
       databaseUrl: database.url,
@@ -110,26 +103,18 @@ export async function setUp(options: SetUpOptions): Promise<SetUp> {
       variants: [
         { name: "main", settings: defaults },
         { name: "count", settings: defaults, counted: true },
-        ...(verifyPresent
-          ? [{
-            name: "count-auth",
-            settings: { ...defaults, PRESENCE_VERIFY: "auth" },
-            counted: true,
-          }]
-          : []),
         {
-          name: "pool",
-          settings: { ...defaults, DB_POOL_MAX: String(options.bigPool) },
+          name: "count-auth",
+          settings: { ...defaults, PRESENCE_VERIFY: "auth" },
+          counted: true,
         },
-        ...(skipWritePresent
-          ? [{
-            name: "skip",
-            settings: {
-              ...defaults,
-              PRESENCE_MIN_WRITE_INTERVAL_S: String(options.skipIntervalS),
-            },
-          }]
-          : []),
+        {
+          name: "skip",
+          settings: {
+            ...defaults,
+            PRESENCE_MIN_WRITE_INTERVAL_S: String(options.skipIntervalS),
+          },
+        },
       ],
     });
     cleanups.unshift(() => stack.close());

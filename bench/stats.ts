@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type postgres from "postgres";
+import postgres from "postgres";
 
 /** Cumulative counters read at one moment. */
 export interface PgCounters {
@@ -77,18 +77,20 @@ export interface Environment {
 
 /** Gathers the {@linkcode Environment}. */
 export async function environment(
-  sql: postgres.Sql,
+  databaseUrl: string,
   tools: { pgbench: string | null; wrk: string | null },
 ): Promise<Environment> {
   const cpuinfo = await Deno.readTextFile("/proc/cpuinfo").catch(() => "");
   const meminfo = await Deno.readTextFile("/proc/meminfo").catch(() => "");
   const memKb = Number(/MemTotal:\s+(\d+)/.exec(meminfo)?.[1] ?? 0);
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   const [{ version }] = await sql<{ version: string }[]>`
     select version() as version`;
   const settings = await sql<{ name: string; setting: string }[]>`
     select name, setting || coalesce(unit, '') as setting from pg_settings
     where name in ('shared_buffers', 'synchronous_commit', 'fsync',
       'max_connections', 'wal_level', 'autovacuum')`;
+  await sql.end();
   const args = Deno.args.join(" ");
   const viaNpm = Deno.env.get("npm_lifecycle_event") === "bench";
   return {

@@ -89,10 +89,37 @@ export interface TokenCachePass {
   seenBefore: PingPass;
 }
 
+/** What the read-cost pass (bench/read_cost.ts) measured. */
+export interface ReadCost {
+  /** ES256 pings, c=16. */
+  ping: PingPass;
+  /** An empty changes-since call (one cursor), c=16. */
+  emptyChanges: LoadResult;
+  /** Distinct watchers, each polling with its own cursor, c=16. */
+  watchers: number;
+  watcherPolls: LoadResult;
+  /** The same two beside an idle transaction holding a write. */
+  besideIdle: { emptyChanges: LoadResult; watcherPolls: LoadResult };
+}
+
+/** The part of the read side whose write cost is measured. */
+export type WritePart = "index" | "trigger";
+
+/** One pgbench pass of the write-cost pass (bench/write_cost.ts). */
+export interface WriteCostRow {
+  part: WritePart;
+  enabled: boolean;
+  updatesPerS: number;
+  walBytesPerUpdate: number;
+  hotPercent: number | null;
+}
+
 /** Everything a run measured; written as the JSON file. */
 export interface BenchResults {
-  /** The presence function's read pass (bench/read.ts). */
-  read?: import("./read.ts").ReadPassResults;
+  /** A poll next to a ping (bench/read_cost.ts). */
+  readCost?: ReadCost;
+  /** What the index and the change-log trigger cost a write (bench/write_cost.ts). */
+  writeCost?: WriteCostRow[];
   environment: Environment;
   /** The machine's load before the run (other sessions share it). */
   background: Background;
@@ -108,6 +135,8 @@ export interface BenchResults {
     /** Where the functions' per-request log lines went. */
     functionLogLines: number;
     handlerSettings: string[];
+    /** The passes this run ran (bench/main.ts's table). */
+    passes: string[];
   };
   definitions: Record<string, string>;
   tokenChecks: string[];
@@ -117,13 +146,11 @@ export interface BenchResults {
   /** The inline statement as postgres.js sends it (unnamed, planned each time), c=16: the ceiling before the function. */
   dbInlineExtended: LoadResult | null;
   tokenCache: TokenCachePass | null;
-  skipWrite:
-    | { present: false }
-    | { present: true; intervalS: number; off: PingPass; on: PingPass };
+  skipWrite: { intervalS: number; off: PingPass; on: PingPass };
   scale: { rows: number; pass: PingPass }[];
+  /** The largest size's pass again without the ultimo_acceso index. */
+  withoutIndex: PingPass;
   explain: { rows: number; user: number; plan: string } | null;
-  /** The same passes with a larger pool (`DB_POOL_MAX`), to test the pool as a cause. */
-  pool: { dbPoolMax: number; concurrency: number; pass: PingPass }[];
   fillfactor:
     | { tried: true; fillfactor: number; rows: number; pass: PingPass }
     | { tried: false; reason: string };

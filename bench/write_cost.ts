@@ -1,0 +1,132 @@
+/**
+ * What the read side costs presence-ping's update, without HTTP in the way:
+ * the `ultimo_acceso` index (`index`) and the change-log trigger
+ * (`trigger`, migration `20261124020000_create_presence_changes.sql`). On a
+ * fresh database with the project's `usuarios` and 100,000 rows, pgbench
+ * runs the ping's `SET` (prepared, 4 clients, 40,000 updates of 1,000 users)
+ * after a checkpoint, alternately without and with the part, and reports
+ * updates/s, WAL bytes per update and the share of HOT updates.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { PROJECT_DIR } from "../local/migrate.ts";
+import { createTestDatabase } from "../local/testing/database.ts";
+import { n, table } from "./report.ts";
+import type { WriteCostRow, WritePart } from "./types.ts";
+
+const _ROWS = 100_000;
+const _CLIENTS = 4;
+const _PER_CLIENT = 10_000;
+
+// The trigger pass needs the index's migration too: a deployment with the
+// change log has both, so only the trigger varies.
+const _MIGRATIONS: Record<WritePart, string[]> = {
+  index: ["20261122080000_create_usuarios.sql"],
+  trigger: [
+    "20261122080000_create_usuarios.sql",
+    "20261123000000_create_usuarios_ultimo_acceso_idx.sql",
+    "20261124020000_create_presence_changes.sql",
+  ],
+};
+
+const _TOGGLE: Record<WritePart, (on: boolean) => string> = {
+  index: (on) =>
+    on
+      ? "create index if not exists usuarios_ultimo_acceso_idx on public.usuarios (ultimo_acceso)"
+      : "drop index if exists public.usuarios_ultimo_acceso_idx",
+  trigger: (on) =>
+    `alter table public.usuarios ${
+      on ? "enable always" : "disable"
+    } trigger usuarios_log_update`,
+};
+
+/**
+ * Measures `part` off and on, `rounds` times each, on a fresh database of
+ * the cluster in TEST_DATABASE_URL (dropped at the end).
+ */
+export async function measureWriteCost(
+  part: WritePart,
+  rounds: number,
+): Promise<WriteCostRow[]> {
+  const db = await createTestDatabase();
+  const sql = postgres(db.url, { max: 1, prepare: false, onnotice: () => {} });
+  const script = await Deno.makeTempFile({ suffix: ".sql" });
+  const rows: WriteCostRow[] = [];
+  try {
+    for (const file of _MIGRATIONS[part]) {
+      await sql.unsafe(
+        await Deno.readTextFile(`${PROJECT_DIR}supabase/migrations/${file}`),
+      );
+    }
+    await sql`
+      insert into public.usuarios (correo, nombre_usuario, auth_user_id,
+                                   ultimo_acceso, presence_state)
+      select 'f' || g || '@bench.test', 'f' || g, gen_random_uuid(),
+             now() - random() * interval '1 day',
+             case when random() < 0.3 then 'online' else 'offline' end
+      from generate_series(1, ${_ROWS}::int) g`;
+    await sql`vacuum analyze public.usuarios`;
+    await Deno.writeTextFile(
+      script,
+      `\\set n random(1, 1000)
+update public.usuarios
+set ultimo_acceso = date_trunc('milliseconds', now()), presence_state = 'online'
+where id = :n;
+`,
+    );
+    const updates = _CLIENTS * _PER_CLIENT;
+    for (let r = 0; r < rounds; r++) {
+      for (const enabled of [false, true]) {
+        await sql.unsafe(_TOGGLE[part](enabled));
+        await sql`select pg_stat_reset_single_table_counters('public.usuarios'::regclass)`;
+        await sql`checkpoint`;
+        const [{ lsn }] = await sql`select pg_current_wal_lsn()::text as lsn`;
+        const out = await new Deno.Command("pgbench", {
+          args: [
+            ...["-n", "-M", "prepared", "-c", String(_CLIENTS), "-j", "2"],
+            ...["-t", String(_PER_CLIENT), "-f", script, db.url],
+          ],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const text = new TextDecoder().decode(out.stdout);
+        // Counters reach pg_stat_user_tables when the backends report them.
+        await new Promise((r) => setTimeout(r, 1500));
+        const [s] = await sql`
+          select pg_wal_lsn_diff(pg_current_wal_lsn(), ${lsn}::pg_lsn)::float8
+                   / ${updates} as wal,
+                 100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0) as hot
+          from pg_stat_user_tables where relid = 'public.usuarios'::regclass`;
+        rows.push({
+          part,
+          enabled,
+          updatesPerS: Number(/tps = ([\d.]+)/.exec(text)?.[1] ?? NaN),
+          walBytesPerUpdate: Number(s.wal),
+          hotPercent: s.hot === null ? null : Number(s.hot),
+        });
+      }
+    }
+    return rows;
+  } finally {
+    await Deno.remove(script).catch(() => {});
+    await sql.end();
+    await db.close();
+  }
+}
+
+/** The table printed for {@linkcode measureWriteCost}'s rows. */
+export function formatWriteCost(rows: WriteCostRow[]): string {
+  return `Write cost (pgbench -M prepared -c ${_CLIENTS}, ${
+    n(_CLIENTS * _PER_CLIENT, 0)
+  } updates of 1,000 users in ${n(_ROWS, 0)} rows per pass)\n` + table(
+    ["part", "on", "updates/s", "WAL bytes per update", "HOT updates"],
+    rows.map((r) => [
+      r.part,
+      r.enabled ? "yes" : "no",
+      n(r.updatesPerS, 0),
+      n(r.walBytesPerUpdate, 0),
+      r.hotPercent === null ? "-" : `${n(r.hotPercent, 1)}%`,
+    ]),
+  );
+}
