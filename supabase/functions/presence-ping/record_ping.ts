@@ -14,15 +14,15 @@
  * (see {@linkcode recordPingText}). The slow path's email comes from Auth,
  * is not spliced, and goes as a parameter.
  *
- * Where the function does not exist (the migration not applied yet), the
- * caller falls back to the statement it built before the function existed;
- * logged once per isolate, and the function is tried again a minute later.
+ * Where the function does not exist (the migrations not applied), the ping
+ * fails with a 500 that names the migration: there is no second
+ * implementation of its rules.
  *
  * @module
  */
 import postgres from "postgres";
 import { isUndefinedColumn, type Sql } from "../_shared/db.ts";
-import { errorText, logEvent } from "../_shared/log.ts";
+import { HttpError } from "../_shared/errors.ts";
 
 /** A presence state. */
 export type PresenceState = "online" | "offline";
@@ -110,30 +110,24 @@ export function recordPingText(
   return `select ${_COLUMNS} from presence.record_ping('${userId}'::uuid, '${sessionId}'::uuid, null, '${state}', ${list}, ${interval})`;
 }
 
-// How long the function stays off in this isolate once found missing, so
-// that a migration applied later is picked up without a restart.
-const _MISSING_PAUSE_MS = 60_000;
-let _functionOffUntil = 0;
-let _missingLogged = false;
-
-/** Whether this isolate calls the database function (off a while after finding it missing). */
-export function recordPingAvailable(now = Date.now()): boolean {
-  return now >= _functionOffUntil;
-}
+/** The migration that creates `presence.record_ping` as this code calls it. */
+export const RECORD_PING_MIGRATION =
+  "20261124020100_order_presence_record_ping.sql";
 
 /**
- * Calls `presence.record_ping`; `null` when it does not exist or cannot be
- * called (and the caller uses its own statement). Errors raised inside the
- * function (an unreadable auth schema, a failing update) are thrown as they
- * are. A column dropped between the function's catalog check and its
- * statement fails once with `undefined_column`; the call is then repeated.
+ * Calls `presence.record_ping`. Where the function itself is missing or not
+ * executable (the migrations not applied), a 500 `migration_missing` that
+ * names the migration to apply. Errors raised inside the function (an
+ * unreadable auth schema, a failing update) are thrown as they are. A
+ * column dropped between the function's catalog check and its statement
+ * fails once with `undefined_column`; the call is then repeated.
  */
 export async function recordPing(
   sql: Sql,
   caller: PingCaller,
   state: PresenceState,
   settings: PingSettings,
-): Promise<PresenceResult | null> {
+): Promise<PresenceResult> {
   const run = () => _call(sql, caller, state, settings);
   try {
     let rows;
@@ -146,20 +140,17 @@ export async function recordPing(
     return presenceResult(rows[0]);
   } catch (error) {
     if (!_isMissingFunction(error)) throw error;
-    _functionOffUntil = Date.now() + _MISSING_PAUSE_MS;
-    if (!_missingLogged) {
-      _missingLogged = true;
-      logEvent(
-        "warn",
-        'Database function "presence.record_ping" is not callable; using the inline statement',
-        { fn: "presence-ping", cause: errorText(error) },
-      );
-    }
-    return null;
+    throw new HttpError("migration_missing", {
+      extra: {
+        error:
+          `presence.record_ping is not callable: apply the migrations up to ${RECORD_PING_MIGRATION}`,
+      },
+      cause: error,
+    });
   }
 }
 
-/** A result row of `presence.record_ping`, or of the inline statement. */
+/** A result row of `presence.record_ping`. */
 export interface PresenceResultRow {
   session_ok: boolean;
   id: string | null;
@@ -195,7 +186,7 @@ function _call(
   `;
 }
 
-/** The result of either form of the statement, as the handler answers it. */
+/** A result row, as the handler answers it. */
 export function presenceResult(row: PresenceResultRow): PresenceResult {
   return {
     sessionOk: row.session_ok,
