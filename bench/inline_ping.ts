@@ -1,7 +1,8 @@
 /**
  * The statement presence-ping sent before `presence.record_ping` existed:
  * the fast path's work (session proof, matching, update) as one inline CTE,
- * built from `_shared/match_user.ts`. The product no longer sends it; the
+ * with the matching rules as SQL fragments (what `presence.match_usuario`
+ * now holds). The product no longer sends it; the
  * benchmark replays it with named prepared statements as the cheapest form
  * of the same work on the database (one of its two database ceilings).
  *
@@ -13,12 +14,9 @@ import {
 } from "../supabase/functions/_shared/columns.ts";
 import type { Sql } from "../supabase/functions/_shared/db.ts";
 import type { SessionClaims } from "../supabase/functions/_shared/jwt_local.ts";
-import {
-  type Fragment,
-  matchCandidate,
-  type MatchKeys,
-  type MatchRules,
-  notLinkedElsewhere,
+import type {
+  Fragment,
+  MatchRules,
 } from "../supabase/functions/_shared/match_user.ts";
 import {
   type PresenceResult,
@@ -126,4 +124,81 @@ async function _update(
     from (values (1)) one left join res on true
   `;
   return presenceResult(rows[0]);
+}
+
+/**
+ * The identity as SQL expressions: `id` (uuid) and `email` (lower-cased
+ * text, may be null). Parameters for an identity Auth described, or
+ * sub-selects when the statement reads them from `auth.users` itself.
+ */
+interface MatchKeys {
+  readonly id: Fragment;
+  readonly email: Fragment;
+}
+
+/**
+ * A query selecting `(id, level)` of the one row matched, `level` being the
+ * 1-based rank in {@linkcode MATCH_LEVELS}. Each branch is an index lookup
+ * (`auth_user_id` unique, `lower(correo)`, `lower(nombre_usuario)`).
+ */
+function matchCandidate(
+  sql: Sql,
+  keys: MatchKeys,
+  columns: OptionalColumns,
+  rules: MatchRules,
+): Fragment {
+  const unlinked = notLinkedElsewhere(sql, keys, columns);
+  const byId = columns.authUserId
+    ? sql`select u.id, 1 as level from public.usuarios u
+          where u.auth_user_id = ${keys.id}
+          union all`
+    : sql``;
+  return sql`
+    select c.id, c.level from (
+      ${byId}
+      select u.id, 2 as level from public.usuarios u
+        where lower(u.correo) = ${keys.email} ${unlinked}
+      union all
+      select u.id, 3 as level from public.usuarios u
+        where lower(u.nombre_usuario) = ${keys.email} ${unlinked}
+      ${_byLocalPart(sql, keys, rules, unlinked)}
+    ) c
+    order by c.level, c.id
+    limit 1
+  `;
+}
+
+// The fourth strategy, where the rules allow it for the identity's domain.
+function _byLocalPart(
+  sql: Sql,
+  keys: MatchKeys,
+  rules: MatchRules,
+  unlinked: Fragment,
+): Fragment {
+  const domains = [...rules.usernameDomains];
+  if (domains.length === 0) return sql``;
+  const domainAllowed = rules.usernameDomains.has("*")
+    ? sql``
+    : sql`and substring(${keys.email} from '@([^@]*)$') = any(${domains}::text[])`;
+  // The part before the last @; null when there is none or it is empty.
+  const local = sql`substring(${keys.email} from '^(.+)@[^@]*$')`;
+  return sql`
+    union all
+    select u.id, 4 as level from public.usuarios u
+      where lower(u.nombre_usuario) = ${local} ${unlinked} ${domainAllowed}`;
+}
+
+/**
+ * `and (u.auth_user_id is null or u.auth_user_id = <identity>)` where the
+ * column exists: a row linked to another identity is never matched by email
+ * or username. Applies to a table aliased `u`.
+ */
+function notLinkedElsewhere(
+  sql: Sql,
+  keys: MatchKeys,
+  columns: OptionalColumns,
+): Fragment {
+  return columns.authUserId
+    ? sql`and (u.auth_user_id is null or u.auth_user_id = ${keys.id})`
+    : sql``;
 }

@@ -11,9 +11,10 @@
  * @module
  */
 import { z } from "zod";
-import { authenticate, bearerToken, type Identity } from "../_shared/auth.ts";
+import { bearerToken, type Identity } from "../_shared/auth.ts";
 import postgres from "postgres";
-import { database, publicDbError, type Sql } from "../_shared/db.ts";
+import { publicDbError, type Sql } from "../_shared/db.ts";
+import { type FunctionDeps, realDeps } from "../_shared/deps.ts";
 import { denoEnv, type EnvSource, type FunctionEnv } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
@@ -22,7 +23,7 @@ import {
   type RequestContext,
 } from "../_shared/http.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
-import { type SessionClaims, verifyAsymmetric } from "../_shared/jwt_local.ts";
+import type { SessionClaims } from "../_shared/jwt_local.ts";
 import {
   type PingCaller,
   type PresenceResult,
@@ -66,41 +67,6 @@ export function effectiveState(
   return _State.parse(raw);
 }
 
-/**
- * What presence-ping works with, passed in by its caller: `index.ts` wires
- * the real ones ({@linkcode pingDeps}); tests and the local stack may pass
- * their own.
- */
-export interface PingDeps {
-  /** The pool for the environment's database. */
-  readonly database: (env: FunctionEnv) => Sql;
-  /** Auth's judgement of a token (`auth.getUser`). */
-  readonly authenticate: (token: string, env: FunctionEnv) => Promise<Identity>;
-  /**
-   * Local verification of an asymmetric token against the key set; `null`
-   * when Auth must decide.
-   */
-  readonly verifyLocally: (
-    token: string,
-    env: FunctionEnv,
-  ) => Promise<SessionClaims | null>;
-  /** The clock, in ms since the epoch (the fast path's pause). */
-  readonly now: () => number;
-}
-
-/**
- * The real dependencies: the isolate's pools (`_shared/db.ts`, kept per
- * database URL), Supabase Auth, the JWKS (`_shared/jwt_local.ts`, its key
- * sets and verified tokens kept per Auth URL and issuer) and the system
- * clock.
- */
-export const pingDeps: PingDeps = {
-  database,
-  authenticate,
-  verifyLocally: verifyAsymmetric,
-  now: Date.now,
-};
-
 /** The caller as proven so far: locally verified claims, or Auth's identity. */
 export type Proof =
   | { readonly via: "local"; readonly claims: SessionClaims }
@@ -124,7 +90,7 @@ const _FAST_PATH_PAUSE_MS = 60_000;
 export async function identify(
   token: string,
   env: FunctionEnv,
-  deps: PingDeps,
+  deps: FunctionDeps,
   fastPathOn: boolean,
 ): Promise<Proof> {
   const claims = env.presenceVerify === "local" && fastPathOn
@@ -142,7 +108,7 @@ export async function identify(
  */
 export function createPresencePing(
   env: EnvSource = denoEnv,
-  deps: PingDeps = pingDeps,
+  deps: FunctionDeps = realDeps,
 ): (req: Request) => Promise<Response> {
   let fastPathOffUntil = 0;
   const schemaErrorsLogged = new Set<string>();

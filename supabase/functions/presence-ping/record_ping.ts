@@ -22,7 +22,7 @@
  */
 import postgres from "postgres";
 import { isUndefinedColumn, type Sql } from "../_shared/db.ts";
-import { HttpError } from "../_shared/errors.ts";
+import { callingDbFunction } from "../_shared/db_function.ts";
 
 /** A presence state. */
 export type PresenceState = "online" | "offline";
@@ -110,10 +110,6 @@ export function recordPingText(
   return `select ${_COLUMNS} from presence.record_ping('${userId}'::uuid, '${sessionId}'::uuid, null, '${state}', ${list}, ${interval})`;
 }
 
-/** The migration that creates `presence.record_ping` as this code calls it. */
-export const RECORD_PING_MIGRATION =
-  "20261124020100_order_presence_record_ping.sql";
-
 /**
  * Calls `presence.record_ping`. Where the function itself is missing or not
  * executable (the migrations not applied), a 500 `migration_missing` that
@@ -129,25 +125,15 @@ export async function recordPing(
   settings: PingSettings,
 ): Promise<PresenceResult> {
   const run = () => _call(sql, caller, state, settings);
-  try {
-    let rows;
+  const rows = await callingDbFunction("presence.record_ping", async () => {
     try {
-      rows = await run();
+      return await run();
     } catch (error) {
       if (!isUndefinedColumn(error)) throw error;
-      rows = await run();
+      return await run();
     }
-    return presenceResult(rows[0]);
-  } catch (error) {
-    if (!_isMissingFunction(error)) throw error;
-    throw new HttpError("migration_missing", {
-      extra: {
-        error:
-          `presence.record_ping is not callable: apply the migrations up to ${RECORD_PING_MIGRATION}`,
-      },
-      cause: error,
-    });
-  }
+  });
+  return presenceResult(rows[0]);
 }
 
 /** A result row of `presence.record_ping`. */
@@ -196,15 +182,4 @@ export function presenceResult(row: PresenceResultRow): PresenceResult {
       presence_state: row.presence_state!,
     },
   };
-}
-
-// The function itself is missing or not executable: undefined function,
-// unknown schema, or no privilege, raised by the call rather than inside
-// the function (those carry a PL/pgSQL context).
-const _MISSING = new Set(["42883", "3F000", "42501"]);
-
-function _isMissingFunction(error: unknown): boolean {
-  return error instanceof postgres.PostgresError &&
-    _MISSING.has(error.code) &&
-    !(error.where ?? "").includes("PL/pgSQL");
 }

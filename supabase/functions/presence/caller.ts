@@ -16,11 +16,11 @@
  * @module
  */
 import postgres from "postgres";
-import { authenticate, type Identity } from "../_shared/auth.ts";
-import { withColumns } from "../_shared/columns.ts";
+import type { Identity } from "../_shared/auth.ts";
+import type { FunctionDeps } from "../_shared/deps.ts";
 import type { Sql } from "../_shared/db.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
-import { type SessionClaims, verifyAsymmetric } from "../_shared/jwt_local.ts";
+import type { SessionClaims } from "../_shared/jwt_local.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import {
   findUsuario,
@@ -40,29 +40,27 @@ export interface Caller {
  *
  * @example
  * ```ts
- * const { identity, row } = await readingCaller(sql, bearerToken(req), ctx.env);
+ * const { identity, row } = await readingCaller(sql, bearerToken(req), ctx.env, deps);
  * ```
  */
 export async function readingCaller(
   sql: Sql,
   token: string,
   env: FunctionEnv,
+  deps: ReaderDeps,
 ): Promise<Caller> {
   const claims = env.presenceVerify === "local"
-    ? await verifyAsymmetric(token, env)
+    ? await deps.verifyLocally(token, env)
     : null;
-  const proven = claims ? await _proven(sql, claims, env) : null;
+  const proven = claims ? await _proven(sql, claims, env, deps) : null;
   if (
     proven && !(proven.identity.email !== null &&
       env.adminEmails.has(proven.identity.email))
   ) {
     return proven;
   }
-  const identity = await authenticate(token, env);
-  const row = await withColumns(
-    sql,
-    (columns) => findUsuario(sql, identity, columns, matchRules(env)),
-  );
+  const identity = await deps.authenticate(token, env);
+  const row = await findUsuario(sql, identity, matchRules(env));
   return { identity, row };
 }
 
@@ -70,12 +68,22 @@ export async function readingCaller(
 // expected, or that presence.reader is missing (the same set as
 // presence-ping's fast path): Auth decides.
 const _SCHEMA_ERRORS = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
-let _schemaErrorLogged = false;
+
+/** What {@linkcode readingCaller} works with, from its handler. */
+export interface ReaderDeps
+  extends Pick<FunctionDeps, "authenticate" | "verifyLocally"> {
+  /**
+   * The handler's own record of the SQLSTATEs already logged as "cannot
+   * read the auth schema" (logged once per handler and SQLSTATE).
+   */
+  readonly schemaErrorsLogged: Set<string>;
+}
 
 async function _proven(
   sql: Sql,
   claims: SessionClaims,
   env: FunctionEnv,
+  deps: ReaderDeps,
 ): Promise<Caller | null> {
   try {
     return await _statement(sql, claims, env);
@@ -84,8 +92,8 @@ async function _proven(
       !(cause instanceof postgres.PostgresError) ||
       !_SCHEMA_ERRORS.has(cause.code)
     ) throw cause;
-    if (!_schemaErrorLogged) {
-      _schemaErrorLogged = true;
+    if (!deps.schemaErrorsLogged.has(cause.code)) {
+      deps.schemaErrorsLogged.add(cause.code);
       logEvent("warn", "Fast path cannot read the auth schema; asking Auth", {
         fn: "presence",
         sqlstate: cause.code,
