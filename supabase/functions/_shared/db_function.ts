@@ -57,3 +57,53 @@ export async function callingDbFunction<T>(
     });
   }
 }
+
+// What may be written into a call's text (see {@linkcode uuidLiteral} and
+// {@linkcode domainsLiteral}): nothing that can end a SQL string literal.
+const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// The shape env.ts accepts for USERNAME_MATCH_DOMAINS: letters, digits,
+// hyphens and dots, or `*`.
+const _DOMAIN =
+  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
+
+/**
+ * `simple: false`: the extended protocol, which runs one statement only (a
+ * second one in the text would be an error, not a statement), in one
+ * flight when the text has no parameters: postgres.js with `prepare: false`
+ * otherwise waits for the parameter types before binding. postgres.js
+ * honours the option, its types do not list it.
+ */
+export const ONE_FLIGHT = { simple: false } as postgres.UnsafeQueryOptions;
+
+/**
+ * A UUID as a SQL literal, for a call sent as text ({@linkcode ONE_FLIGHT});
+ * anything else throws, and nothing is sent.
+ *
+ * @example
+ * ```ts
+ * uuidLiteral("1b4e28ba-2fa1-11d2-883f-0016d3cca427"); // "'1b4e…a427'::uuid"
+ * ```
+ */
+export function uuidLiteral(value: string): string {
+  if (!_UUID.test(value)) throw new TypeError("not a UUID");
+  return `'${value}'::uuid`;
+}
+
+/**
+ * Domain names (or `*`) as a SQL `text[]` literal, for a call sent as text;
+ * anything but letters, digits, `-` and `.` throws, and nothing is sent.
+ *
+ * @example
+ * ```ts
+ * domainsLiteral(new Set(["example.com"])); // "array['example.com']::text[]"
+ * ```
+ */
+export function domainsLiteral(domains: Iterable<string>): string {
+  const list = [...domains];
+  if (!list.every((d) => _DOMAIN.test(d))) {
+    throw new TypeError("not a domain name");
+  }
+  return list.length
+    ? `array[${list.map((d) => `'${d}'`).join(",")}]::text[]`
+    : "'{}'::text[]";
+}

@@ -20,9 +20,13 @@
  *
  * @module
  */
-import postgres from "postgres";
 import { isUndefinedColumn, type Sql } from "../_shared/db.ts";
-import { callingDbFunction } from "../_shared/db_function.ts";
+import {
+  callingDbFunction,
+  domainsLiteral,
+  ONE_FLIGHT,
+  uuidLiteral,
+} from "../_shared/db_function.ts";
 
 /** A presence state. */
 export type PresenceState = "online" | "offline";
@@ -64,12 +68,6 @@ export interface PingSettings {
   readonly minWriteIntervalS: number;
 }
 
-const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-// The same shape env.ts accepts for USERNAME_MATCH_DOMAINS: letters, digits,
-// hyphens and dots, or `*`. Nothing that can end a SQL string literal.
-const _DOMAIN =
-  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
-
 const _COLUMNS = "session_ok, id, ultimo_acceso, presence_state";
 
 /**
@@ -90,24 +88,17 @@ export function recordPingText(
   state: PresenceState,
   settings: PingSettings,
 ): string {
-  if (!_UUID.test(userId) || !_UUID.test(sessionId)) {
-    throw new TypeError("record_ping: not a UUID");
-  }
+  const user = uuidLiteral(userId);
+  const session = uuidLiteral(sessionId);
   if (state !== "online" && state !== "offline") {
-    throw new TypeError("record_ping: not a state");
+    throw new TypeError("not a state");
   }
-  const domains = [...settings.usernameDomains];
-  if (!domains.every((d) => _DOMAIN.test(d))) {
-    throw new TypeError("record_ping: not a domain name");
-  }
+  const list = domainsLiteral(settings.usernameDomains);
   const interval = settings.minWriteIntervalS;
   if (!Number.isSafeInteger(interval) || interval < 0) {
-    throw new TypeError("record_ping: not an interval");
+    throw new TypeError("not an interval");
   }
-  const list = domains.length
-    ? `array[${domains.map((d) => `'${d}'`).join(",")}]::text[]`
-    : "'{}'::text[]";
-  return `select ${_COLUMNS} from presence.record_ping('${userId}'::uuid, '${sessionId}'::uuid, null, '${state}', ${list}, ${interval})`;
+  return `select ${_COLUMNS} from presence.record_ping(${user}, ${session}, null, '${state}', ${list}, ${interval})`;
 }
 
 /**
@@ -145,12 +136,6 @@ export interface PresenceResultRow {
 }
 type _Row = PresenceResultRow;
 
-// `simple: false`: the extended protocol, which runs one statement only (a
-// second one in the text would be an error, not a statement), in one flight
-// since there are no parameters. postgres.js honours the option, its types
-// do not list it.
-const _EXTENDED = { simple: false } as postgres.UnsafeQueryOptions;
-
 function _call(
   sql: Sql,
   caller: PingCaller,
@@ -161,7 +146,7 @@ function _call(
     return sql.unsafe<_Row[]>(
       recordPingText(caller.userId, caller.sessionId, state, settings),
       [],
-      _EXTENDED,
+      ONE_FLIGHT,
     );
   }
   return sql<_Row[]>`

@@ -17,6 +17,11 @@
  */
 import postgres from "postgres";
 import type { Identity } from "../_shared/auth.ts";
+import {
+  domainsLiteral,
+  ONE_FLIGHT,
+  uuidLiteral,
+} from "../_shared/db_function.ts";
 import type { FunctionDeps } from "../_shared/deps.ts";
 import type { Sql } from "../_shared/db.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
@@ -104,14 +109,6 @@ async function _proven(
   }
 }
 
-// The values spliced into the statement text, each checked here: the
-// call then goes as one Parse/Bind/Execute flight (postgres.js waits for
-// parameter types before binding otherwise), as presence-ping's does.
-const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const _DOMAIN =
-  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
-const _EXTENDED = { simple: false } as postgres.UnsafeQueryOptions;
-
 /**
  * The call of `presence.reader` as text (migration
  * `20261124020100_order_presence_record_ping.sql`). Throws, sending
@@ -121,17 +118,11 @@ export function readerText(
   claims: SessionClaims,
   usernameDomains: ReadonlySet<string>,
 ): string {
-  if (!_UUID.test(claims.sub) || !_UUID.test(claims.sessionId)) {
-    throw new TypeError("reader: not a UUID");
-  }
-  const domains = [...usernameDomains];
-  if (!domains.every((d) => _DOMAIN.test(d))) {
-    throw new TypeError("reader: not a domain name");
-  }
-  const list = domains.length
-    ? `array[${domains.map((d) => `'${d}'`).join(",")}]::text[]`
-    : "'{}'::text[]";
-  return `select session_ok, email, email_confirmed, id, rol, level from presence.reader('${claims.sub}'::uuid, '${claims.sessionId}'::uuid, ${list})`;
+  // Each value checked where it is spliced: the call then goes as one
+  // Parse/Bind/Execute flight, as presence-ping's does.
+  return `select session_ok, email, email_confirmed, id, rol, level from presence.reader(${
+    uuidLiteral(claims.sub)
+  }, ${uuidLiteral(claims.sessionId)}, ${domainsLiteral(usernameDomains)})`;
 }
 
 async function _statement(
@@ -148,7 +139,7 @@ async function _statement(
       rol: string | null;
       level: number | null;
     }[]
-  >(readerText(claims, env.usernameMatchDomains), [], _EXTENDED);
+  >(readerText(claims, env.usernameMatchDomains), [], ONE_FLIGHT);
   if (!r?.session_ok) return null;
   return {
     identity: {
