@@ -16,6 +16,7 @@
  * @module
  */
 import postgres from "postgres";
+import { isListedAdminEmail } from "../_shared/admin.ts";
 import type { Identity } from "../_shared/auth.ts";
 import {
   domainsLiteral,
@@ -58,10 +59,7 @@ export async function readingCaller(
     ? await deps.verifyLocally(token, env)
     : null;
   const proven = claims ? await _proven(sql, claims, env, deps) : null;
-  if (
-    proven && !(proven.identity.email !== null &&
-      env.adminEmails.has(proven.identity.email))
-  ) {
+  if (proven && !isListedAdminEmail(proven.identity.email, env.adminEmails)) {
     return proven;
   }
   const identity = await deps.authenticate(token, env);
