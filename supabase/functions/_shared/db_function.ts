@@ -58,6 +58,24 @@ export async function callingDbFunction<T>(
   }
 }
 
+// Raised when a statement reads auth.sessions and auth.users: the auth
+// schema is not as expected or not readable by this role (a changed Auth
+// schema, revoked grants, a function it needs missing), rather than that
+// the database is down.
+const _AUTH_SCHEMA = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
+
+/**
+ * Whether an error of a fast path's statement (one that reads the auth
+ * schema) says the schema cannot be read as expected: the fast path then
+ * steps aside and Auth decides.
+ */
+export function isAuthSchemaError(
+  error: unknown,
+): error is postgres.PostgresError {
+  return error instanceof postgres.PostgresError &&
+    _AUTH_SCHEMA.has(error.code);
+}
+
 // What may be written into a call's text (see {@linkcode uuidLiteral} and
 // {@linkcode domainsLiteral}): nothing that can end a SQL string literal.
 const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

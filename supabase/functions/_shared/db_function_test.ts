@@ -3,6 +3,7 @@ import postgres from "postgres";
 import {
   callingDbFunction,
   domainsLiteral,
+  isAuthSchemaError,
   isMissingFunction,
   uuidLiteral,
 } from "./db_function.ts";
@@ -59,4 +60,12 @@ Deno.test("callingDbFunction: a missing function is a 500 migration_missing nami
     (e) => e === other,
   );
   assert.equal(await callingDbFunction("f", () => Promise.resolve(7)), 7);
+});
+
+Deno.test("isAuthSchemaError: privilege, undefined table, column, function or schema; not a timeout or a plain error", () => {
+  for (const code of ["42501", "42P01", "42703", "42883", "3F000"]) {
+    assert.ok(isAuthSchemaError(pgError(code)), code);
+  }
+  assert.ok(!isAuthSchemaError(pgError("57014")));
+  assert.ok(!isAuthSchemaError(new Error("42703")));
 });

@@ -12,8 +12,8 @@
  */
 import { z } from "zod";
 import { bearerToken, type Identity } from "../_shared/auth.ts";
-import postgres from "postgres";
 import { publicDbError, type Sql } from "../_shared/db.ts";
+import { isAuthSchemaError } from "../_shared/db_function.ts";
 import { type FunctionDeps, realDeps } from "../_shared/deps.ts";
 import { denoEnv, type EnvSource, type FunctionEnv } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
@@ -72,14 +72,8 @@ export type Proof =
   | { readonly via: "local"; readonly claims: SessionClaims }
   | { readonly via: "auth"; readonly identity: Identity };
 
-// Errors raised inside record_ping's read of auth.sessions and auth.users
-// that say the auth schema is not as expected or not readable by this role
-// (a changed Auth schema, revoked grants), rather than that the database is
-// down: the fast path steps aside and Auth decides.
-const _SCHEMA_ERRORS = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
-
-// How long the fast path stays off after such an error, so that pings do
-// not each pay for a failing statement before asking Auth.
+// How long the fast path stays off after an unreadable auth schema, so
+// that pings do not each pay for a failing statement before asking Auth.
 const _FAST_PATH_PAUSE_MS = 60_000;
 
 /**
@@ -139,10 +133,9 @@ export function createPresencePing(
       });
     } catch (cause) {
       if (cause instanceof HttpError) throw cause;
-      if (
-        proof.via === "local" && cause instanceof postgres.PostgresError &&
-        _SCHEMA_ERRORS.has(cause.code)
-      ) {
+      // An unreadable auth schema (record_ping's session proof): the fast
+      // path steps aside and Auth decides.
+      if (proof.via === "local" && isAuthSchemaError(cause)) {
         fastPathOffUntil = deps.now() + _FAST_PATH_PAUSE_MS;
         if (!schemaErrorsLogged.has(cause.code)) {
           schemaErrorsLogged.add(cause.code);

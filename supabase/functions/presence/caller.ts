@@ -15,11 +15,11 @@
  *
  * @module
  */
-import postgres from "postgres";
 import { isListedAdminEmail } from "../_shared/admin.ts";
 import type { Identity } from "../_shared/auth.ts";
 import {
   domainsLiteral,
+  isAuthSchemaError,
   ONE_FLIGHT,
   uuidLiteral,
 } from "../_shared/db_function.ts";
@@ -67,11 +67,6 @@ export async function readingCaller(
   return { identity, row };
 }
 
-// Errors that say the auth schema is not readable by this role or not as
-// expected, or that presence.reader is missing (the same set as
-// presence-ping's fast path): Auth decides.
-const _SCHEMA_ERRORS = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
-
 /** What {@linkcode readingCaller} works with, from its handler. */
 export interface ReaderDeps
   extends Pick<FunctionDeps, "authenticate" | "verifyLocally"> {
@@ -91,10 +86,7 @@ async function _proven(
   try {
     return await _statement(sql, claims, env);
   } catch (cause) {
-    if (
-      !(cause instanceof postgres.PostgresError) ||
-      !_SCHEMA_ERRORS.has(cause.code)
-    ) throw cause;
+    if (!isAuthSchemaError(cause)) throw cause;
     if (!deps.schemaErrorsLogged.has(cause.code)) {
       deps.schemaErrorsLogged.add(cause.code);
       logEvent("warn", "Fast path cannot read the auth schema; asking Auth", {
