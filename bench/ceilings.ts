@@ -14,7 +14,7 @@
  * @module
  */
 import postgres from "postgres";
-import { inlinePresenceForSession } from "../supabase/functions/presence-ping/handler.ts";
+import { inlinePresenceForSession } from "./inline_ping.ts";
 import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
 import { type BenchContext, withCpu } from "./context.ts";
 import type { LoadResult } from "./load.ts";

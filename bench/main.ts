@@ -339,7 +339,7 @@ async function main(): Promise<void> {
       users,
       concurrencies: _CONCURRENCIES,
       pingsPerCount: state.pingsPerCount,
-      dbPoolMax: Deno.env.get("DB_POOL_MAX") ?? "4 (default)",
+      dbPoolMax: Deno.env.get("DB_POOL_MAX") ?? "2 (default)",
       loadTool: bench?.ctx.wrk ? "wrk" : "deno-client",
       functionLogLines: bench?.functionLogLines() ?? 0,
       handlerSettings: FUNCTION_SETTINGS.filter((s) => s !== "ADMIN_EMAILS"),

@@ -8,6 +8,7 @@
 import { parse as parseDotenv } from "dotenv";
 import { parse as parseToml } from "smol-toml";
 import { createAuthSync } from "../supabase/functions/auth-sync/handler.ts";
+import { realDeps } from "../supabase/functions/_shared/deps.ts";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
 import { createPresence } from "../supabase/functions/presence/handler.ts";
 import { createPresencePing } from "../supabase/functions/presence-ping/handler.ts";
@@ -89,7 +90,11 @@ export function verifyJwtSettings(): Record<string, boolean> {
   return out;
 }
 
-/** Builds the served functions over one environment. */
+/**
+ * Builds the served functions over one environment, each handler with the
+ * real dependencies (the stack's database and Auth, reached through the
+ * environment's URLs), as `index.ts` wires them when deployed.
+ */
 export function localFunctions(
   env: Map<string, string>,
 ): Record<string, LocalFunction> {
@@ -97,15 +102,15 @@ export function localFunctions(
   const verify = verifyJwtSettings();
   return {
     "presence-ping": {
-      handler: createPresencePing(get),
+      handler: createPresencePing(get, realDeps),
       verifyJwt: verify["presence-ping"] ?? true,
     },
     "auth-sync": {
-      handler: createAuthSync(get),
+      handler: createAuthSync(get, realDeps),
       verifyJwt: verify["auth-sync"] ?? true,
     },
     presence: {
-      handler: createPresence(get),
+      handler: createPresence(get, realDeps),
       verifyJwt: verify["presence"] ?? true,
     },
   };

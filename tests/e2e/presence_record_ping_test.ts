@@ -2,7 +2,7 @@
  * The database function `presence.record_ping` on its own (PGlite or
  * PostgreSQL): who may call it, its fixed `search_path`, every matching and
  * writing rule, the session proof, the optional columns absent; and, last,
- * presence-ping still answering when the function is gone.
+ * presence-ping's clear 500 when the function is gone.
  */
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
@@ -259,7 +259,7 @@ e2eTest(
 );
 
 e2eTest(
-  "presence-ping: answers through its inline statement when the function is missing, logged once",
+  "presence-ping: without presence.record_ping a ping is a 500 migration_missing naming the migration, and nothing is written",
   async () => {
     const u = await stack.createUser({ row: { correo: "placeholder" } });
     await sql`update public.usuarios set correo = ${u.email}
@@ -267,24 +267,33 @@ e2eTest(
     await sql`alter function ${
       sql.unsafe(SIGNATURE)
     } rename to record_ping_moved`;
-    const lines: string[] = [];
-    const saved = console.warn;
-    console.warn = (...args: unknown[]) => lines.push(args.join(" "));
     try {
-      for (let i = 0; i < 2; i++) {
-        const res = await call(stack.apiUrl, "presence-ping", {
-          headers: { Authorization: `Bearer ${u.token}` },
-        });
-        assert.equal(res.status, 200);
-        assert.equal(res.body.user.id, u.rowId);
+      for (const path of ["local", "auth"]) {
+        const served = path === "local"
+          ? { apiUrl: stack.apiUrl }
+          : await stack.withFunctionEnv({ PRESENCE_VERIFY: "auth" });
+        try {
+          const res = await call(served.apiUrl, "presence-ping", {
+            headers: { Authorization: `Bearer ${u.token}` },
+          });
+          assert.equal(res.status, 500, path);
+          assert.equal(res.body.code, "migration_missing", path);
+          assert.match(
+            res.body.error,
+            /presence\.record_ping .*20261124020100_order_presence_record_ping\.sql/,
+            path,
+          );
+        } finally {
+          if ("close" in served) await served.close();
+        }
       }
+      const [row] = await sql`select ultimo_acceso from public.usuarios
+                              where id = ${u.rowId!}`;
+      assert.equal(row.ultimo_acceso, null);
     } finally {
-      console.warn = saved;
       await sql`alter function presence.record_ping_moved(uuid,uuid,text,text,text[],integer)
                 rename to record_ping`;
     }
-    const warned = lines.filter((l) => l.includes("presence.record_ping"));
-    assert.equal(warned.length, 1, lines.join("\n"));
   },
 );
 

@@ -77,10 +77,25 @@ export async function isAdmin(
   if (row !== null && row.level === "auth_user_id" && isAdminRole(row.rol)) {
     return true;
   }
-  if (identity.email === null || !policy.adminEmails.has(identity.email)) {
-    return false;
-  }
+  if (!isListedAdminEmail(identity.email, policy.adminEmails)) return false;
   return await ownsListedAddress(identity, policy.autoconfirm);
+}
+
+/**
+ * Whether an email is listed in `ADMIN_EMAILS`: such an identity's rights
+ * depend on its proof of ownership, which only Auth's own answer carries
+ * (a reader verified locally is sent to Auth for it).
+ *
+ * @example
+ * ```ts
+ * isListedAdminEmail("jefa@example.com", new Set(["jefa@example.com"])); // true
+ * ```
+ */
+export function isListedAdminEmail(
+  email: string | null,
+  adminEmails: ReadonlySet<string>,
+): boolean {
+  return email !== null && adminEmails.has(email);
 }
 
 /**

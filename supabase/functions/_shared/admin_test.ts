@@ -3,6 +3,7 @@ import {
   type AdminPolicy,
   isAdmin,
   isAdminRole,
+  isListedAdminEmail,
   requireAdmin,
 } from "./admin.ts";
 import type { Identity } from "./auth.ts";
@@ -154,4 +155,11 @@ Deno.test("requireAdmin: no row gives 404, a row without rights 403", async () =
     await code(() => requireAdmin(ana, row("usuario", "auth_user_id"), none())),
     "admin_required",
   );
+});
+
+Deno.test("isListedAdminEmail: only a listed address, never a missing one", () => {
+  const listed = new Set(["jefa@example.com"]);
+  assert.equal(isListedAdminEmail("jefa@example.com", listed), true);
+  assert.equal(isListedAdminEmail("ana@example.com", listed), false);
+  assert.equal(isListedAdminEmail(null, listed), false);
 });

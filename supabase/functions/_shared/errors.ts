@@ -47,6 +47,10 @@ export const ERRORS = {
     message: "Error actualizando presencia",
   },
   internal_error: { status: 500, message: "Error interno" },
+  migration_missing: {
+    status: 500,
+    message: "Faltan migraciones de la base de datos",
+  },
   idp_unavailable: {
     status: 503,
     message: "Proveedor de identidad no disponible",

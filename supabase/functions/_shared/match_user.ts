@@ -18,11 +18,16 @@
  * the domains whose mailboxes the project trusts (its own company domain,
  * say), or `*` for a project whose sign-ups are closed.
  *
+ * These rules have one home, the database function `presence.match_usuario`
+ * (migration `20261124020100_order_presence_record_ping.sql`), which
+ * `presence.record_ping` and `presence.reader` call too; this module is how
+ * the functions call it.
+ *
  * @module
  */
 import type postgres from "postgres";
 import type { Identity } from "./auth.ts";
-import type { OptionalColumns } from "./columns.ts";
+import { callingDbFunction } from "./db_function.ts";
 import type { Sql } from "./db.ts";
 import type { FunctionEnv } from "./env.ts";
 
@@ -52,16 +57,6 @@ export function matchRules(
 /** A SQL fragment. */
 export type Fragment = postgres.PendingQuery<postgres.Row[]>;
 
-/**
- * The identity as SQL expressions: `id` (uuid) and `email` (lower-cased
- * text, may be null). Parameters for an identity Auth described, or
- * sub-selects when the statement reads them from `auth.users` itself.
- */
-export interface MatchKeys {
-  readonly id: Fragment;
-  readonly email: Fragment;
-}
-
 /** How a row was matched, in precedence order. */
 export type MatchLevel =
   | "auth_user_id"
@@ -77,88 +72,6 @@ export const MATCH_LEVELS: readonly MatchLevel[] = [
   "nombre_usuario_local",
 ];
 
-/**
- * Keys for an identity as `auth.getUser` returned it.
- *
- * @example
- * ```ts
- * const keys = identityKeys(sql, { id, email: "ana@example.com", emailConfirmed: true });
- * ```
- */
-export function identityKeys(sql: Sql, identity: Identity): MatchKeys {
-  return {
-    id: sql`${identity.id}::uuid`,
-    email: sql`lower(${identity.email}::text)`,
-  };
-}
-
-/**
- * A query selecting `(id, level)` of the one row matched, `level` being the
- * 1-based rank in {@linkcode MATCH_LEVELS}. Each branch is an index lookup
- * (`auth_user_id` unique, `lower(correo)`, `lower(nombre_usuario)`).
- */
-export function matchCandidate(
-  sql: Sql,
-  keys: MatchKeys,
-  columns: OptionalColumns,
-  rules: MatchRules,
-): Fragment {
-  const unlinked = notLinkedElsewhere(sql, keys, columns);
-  const byId = columns.authUserId
-    ? sql`select u.id, 1 as level from public.usuarios u
-          where u.auth_user_id = ${keys.id}
-          union all`
-    : sql``;
-  return sql`
-    select c.id, c.level from (
-      ${byId}
-      select u.id, 2 as level from public.usuarios u
-        where lower(u.correo) = ${keys.email} ${unlinked}
-      union all
-      select u.id, 3 as level from public.usuarios u
-        where lower(u.nombre_usuario) = ${keys.email} ${unlinked}
-      ${_byLocalPart(sql, keys, rules, unlinked)}
-    ) c
-    order by c.level, c.id
-    limit 1
-  `;
-}
-
-// The fourth strategy, where the rules allow it for the identity's domain.
-function _byLocalPart(
-  sql: Sql,
-  keys: MatchKeys,
-  rules: MatchRules,
-  unlinked: Fragment,
-): Fragment {
-  const domains = [...rules.usernameDomains];
-  if (domains.length === 0) return sql``;
-  const domainAllowed = rules.usernameDomains.has("*")
-    ? sql``
-    : sql`and substring(${keys.email} from '@([^@]*)$') = any(${domains}::text[])`;
-  // The part before the last @; null when there is none or it is empty.
-  const local = sql`substring(${keys.email} from '^(.+)@[^@]*$')`;
-  return sql`
-    union all
-    select u.id, 4 as level from public.usuarios u
-      where lower(u.nombre_usuario) = ${local} ${unlinked} ${domainAllowed}`;
-}
-
-/**
- * `and (u.auth_user_id is null or u.auth_user_id = <identity>)` where the
- * column exists: a row linked to another identity is never matched by email
- * or username. Applies to a table aliased `u`.
- */
-export function notLinkedElsewhere(
-  sql: Sql,
-  keys: MatchKeys,
-  columns: OptionalColumns,
-): Fragment {
-  return columns.authUserId
-    ? sql`and (u.auth_user_id is null or u.auth_user_id = ${keys.id})`
-    : sql``;
-}
-
 /** A matched row as the admin check needs it. */
 export interface MatchedRow {
   readonly id: number;
@@ -167,25 +80,30 @@ export interface MatchedRow {
 }
 
 /**
- * Finds the identity's row without changing it, or `null`.
+ * Finds the identity's row without changing it, or `null`: one call of
+ * `presence.match_usuario`, with the row's `rol`.
  *
  * @example
  * ```ts
- * const row = await findUsuario(sql, identity, await optionalColumns(sql), matchRules(env));
+ * const row = await findUsuario(sql, identity, matchRules(env));
  * ```
  */
 export async function findUsuario(
   sql: Sql,
-  identity: Identity,
-  columns: OptionalColumns,
+  identity: Pick<Identity, "id" | "email">,
   rules: MatchRules,
 ): Promise<MatchedRow | null> {
-  const keys = identityKeys(sql, identity);
-  const rows = await sql<{ id: string; rol: string | null; level: number }[]>`
-    select u.id, u.rol, c.level
-    from (${matchCandidate(sql, keys, columns, rules)}) c
-    join public.usuarios u on u.id = c.id
-  `;
+  const rows = await callingDbFunction(
+    "presence.match_usuario",
+    () =>
+      sql<{ id: string; rol: string | null; level: number }[]>`
+        select u.id, u.rol, m.level
+        from presence.match_usuario(${identity.id}::uuid,
+          lower(${identity.email}::text),
+          ${[...rules.usernameDomains]}::text[]) m
+        join public.usuarios u on u.id = m.id
+      `,
+  );
   const row = rows[0];
   if (!row) return null;
   return {

@@ -11,15 +11,10 @@
  *
  * @module
  */
-import {
-  authenticate,
-  bearerToken,
-  type Identity,
-  serverCaller,
-} from "../_shared/auth.ts";
+import { bearerToken, type Identity, serverCaller } from "../_shared/auth.ts";
 import { adminPolicy, requireAdmin } from "../_shared/admin.ts";
-import { withColumns } from "../_shared/columns.ts";
-import { database, type Sql } from "../_shared/db.ts";
+import type { Sql } from "../_shared/db.ts";
+import { type FunctionDeps, realDeps } from "../_shared/deps.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
@@ -49,24 +44,22 @@ import { updateUsuario } from "./update.ts";
 export async function authSync(
   req: Request,
   ctx: RequestContext,
+  deps: FunctionDeps,
 ): Promise<Response> {
   let identity: Identity;
-  const sql = database(ctx.env, req.signal);
+  const sql = deps.database(ctx.env, req.signal);
   try {
     const server = serverCaller(req, ctx.env);
     if (server) {
       const actor: Actor = { kind: server.via, id: null, email: null };
       return await _serve(req, ctx, sql, actor);
     }
-    identity = await authenticate(bearerToken(req), ctx.env);
+    identity = await deps.authenticate(bearerToken(req), ctx.env);
   } catch (error) {
     _logRefused(error, ctx, null);
     throw error;
   }
-  const row = await withColumns(
-    sql,
-    (columns) => findUsuario(sql, identity, columns, matchRules(ctx.env)),
-  );
+  const row = await findUsuario(sql, identity, matchRules(ctx.env));
   try {
     await requireAdmin(identity, row, adminPolicy(ctx.env));
   } catch (error) {
@@ -123,16 +116,23 @@ function _logRefused(
 }
 
 /**
- * The handler `Deno.serve` takes. `env` defaults to the process environment;
- * the local gateway and tests pass their own.
+ * The handler `Deno.serve` takes. `env` defaults to the process environment
+ * and `deps` to the real ones; the local gateway and tests pass their own.
+ * (The Auth admin API is reached through `provider.ts`, whose client is
+ * kept per Auth URL and key by `_shared/auth.ts`.)
  *
  * @example
  * ```ts
- * Deno.serve(createAuthSync());
+ * Deno.serve(createAuthSync(denoEnv, realDeps));
  * ```
  */
 export function createAuthSync(
   env: EnvSource = denoEnv,
+  deps: FunctionDeps = realDeps,
 ): (req: Request) => Promise<Response> {
-  return createFunction("auth-sync", env, authSync);
+  return createFunction(
+    "auth-sync",
+    env,
+    (req, ctx) => authSync(req, ctx, deps),
+  );
 }

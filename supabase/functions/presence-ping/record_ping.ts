@@ -14,15 +14,19 @@
  * (see {@linkcode recordPingText}). The slow path's email comes from Auth,
  * is not spliced, and goes as a parameter.
  *
- * Where the function does not exist (the migration not applied yet), the
- * caller falls back to the statement it built before the function existed;
- * logged once per isolate, and the function is tried again a minute later.
+ * Where the function does not exist (the migrations not applied), the ping
+ * fails with a 500 that names the migration: there is no second
+ * implementation of its rules.
  *
  * @module
  */
-import postgres from "postgres";
 import { isUndefinedColumn, type Sql } from "../_shared/db.ts";
-import { errorText, logEvent } from "../_shared/log.ts";
+import {
+  callingDbFunction,
+  domainsLiteral,
+  ONE_FLIGHT,
+  uuidLiteral,
+} from "../_shared/db_function.ts";
 
 /** A presence state. */
 export type PresenceState = "online" | "offline";
@@ -64,12 +68,6 @@ export interface PingSettings {
   readonly minWriteIntervalS: number;
 }
 
-const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-// The same shape env.ts accepts for USERNAME_MATCH_DOMAINS: letters, digits,
-// hyphens and dots, or `*`. Nothing that can end a SQL string literal.
-const _DOMAIN =
-  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
-
 const _COLUMNS = "session_ok, id, ultimo_acceso, presence_state";
 
 /**
@@ -90,76 +88,46 @@ export function recordPingText(
   state: PresenceState,
   settings: PingSettings,
 ): string {
-  if (!_UUID.test(userId) || !_UUID.test(sessionId)) {
-    throw new TypeError("record_ping: not a UUID");
-  }
+  const user = uuidLiteral(userId);
+  const session = uuidLiteral(sessionId);
   if (state !== "online" && state !== "offline") {
-    throw new TypeError("record_ping: not a state");
+    throw new TypeError("not a state");
   }
-  const domains = [...settings.usernameDomains];
-  if (!domains.every((d) => _DOMAIN.test(d))) {
-    throw new TypeError("record_ping: not a domain name");
-  }
+  const list = domainsLiteral(settings.usernameDomains);
   const interval = settings.minWriteIntervalS;
   if (!Number.isSafeInteger(interval) || interval < 0) {
-    throw new TypeError("record_ping: not an interval");
+    throw new TypeError("not an interval");
   }
-  const list = domains.length
-    ? `array[${domains.map((d) => `'${d}'`).join(",")}]::text[]`
-    : "'{}'::text[]";
-  return `select ${_COLUMNS} from presence.record_ping('${userId}'::uuid, '${sessionId}'::uuid, null, '${state}', ${list}, ${interval})`;
-}
-
-// How long the function stays off in this isolate once found missing, so
-// that a migration applied later is picked up without a restart.
-const _MISSING_PAUSE_MS = 60_000;
-let _functionOffUntil = 0;
-let _missingLogged = false;
-
-/** Whether this isolate calls the database function (off a while after finding it missing). */
-export function recordPingAvailable(now = Date.now()): boolean {
-  return now >= _functionOffUntil;
+  return `select ${_COLUMNS} from presence.record_ping(${user}, ${session}, null, '${state}', ${list}, ${interval})`;
 }
 
 /**
- * Calls `presence.record_ping`; `null` when it does not exist or cannot be
- * called (and the caller uses its own statement). Errors raised inside the
- * function (an unreadable auth schema, a failing update) are thrown as they
- * are. A column dropped between the function's catalog check and its
- * statement fails once with `undefined_column`; the call is then repeated.
+ * Calls `presence.record_ping`. Where the function itself is missing or not
+ * executable (the migrations not applied), a 500 `migration_missing` that
+ * names the migration to apply. Errors raised inside the function (an
+ * unreadable auth schema, a failing update) are thrown as they are. A
+ * column dropped between the function's catalog check and its statement
+ * fails once with `undefined_column`; the call is then repeated.
  */
 export async function recordPing(
   sql: Sql,
   caller: PingCaller,
   state: PresenceState,
   settings: PingSettings,
-): Promise<PresenceResult | null> {
+): Promise<PresenceResult> {
   const run = () => _call(sql, caller, state, settings);
-  try {
-    let rows;
+  const rows = await callingDbFunction("presence.record_ping", async () => {
     try {
-      rows = await run();
+      return await run();
     } catch (error) {
       if (!isUndefinedColumn(error)) throw error;
-      rows = await run();
+      return await run();
     }
-    return presenceResult(rows[0]);
-  } catch (error) {
-    if (!_isMissingFunction(error)) throw error;
-    _functionOffUntil = Date.now() + _MISSING_PAUSE_MS;
-    if (!_missingLogged) {
-      _missingLogged = true;
-      logEvent(
-        "warn",
-        'Database function "presence.record_ping" is not callable; using the inline statement',
-        { fn: "presence-ping", cause: errorText(error) },
-      );
-    }
-    return null;
-  }
+  });
+  return presenceResult(rows[0]);
 }
 
-/** A result row of `presence.record_ping`, or of the inline statement. */
+/** A result row of `presence.record_ping`. */
 export interface PresenceResultRow {
   session_ok: boolean;
   id: string | null;
@@ -167,12 +135,6 @@ export interface PresenceResultRow {
   presence_state: PresenceState | null;
 }
 type _Row = PresenceResultRow;
-
-// `simple: false`: the extended protocol, which runs one statement only (a
-// second one in the text would be an error, not a statement), in one flight
-// since there are no parameters. postgres.js honours the option, its types
-// do not list it.
-const _EXTENDED = { simple: false } as postgres.UnsafeQueryOptions;
 
 function _call(
   sql: Sql,
@@ -184,7 +146,7 @@ function _call(
     return sql.unsafe<_Row[]>(
       recordPingText(caller.userId, caller.sessionId, state, settings),
       [],
-      _EXTENDED,
+      ONE_FLIGHT,
     );
   }
   return sql<_Row[]>`
@@ -195,7 +157,7 @@ function _call(
   `;
 }
 
-/** The result of either form of the statement, as the handler answers it. */
+/** A result row, as the handler answers it. */
 export function presenceResult(row: PresenceResultRow): PresenceResult {
   return {
     sessionOk: row.session_ok,
@@ -205,15 +167,4 @@ export function presenceResult(row: PresenceResultRow): PresenceResult {
       presence_state: row.presence_state!,
     },
   };
-}
-
-// The function itself is missing or not executable: undefined function,
-// unknown schema, or no privilege, raised by the call rather than inside
-// the function (those carry a PL/pgSQL context).
-const _MISSING = new Set(["42883", "3F000", "42501"]);
-
-function _isMissingFunction(error: unknown): boolean {
-  return error instanceof postgres.PostgresError &&
-    _MISSING.has(error.code) &&
-    !(error.where ?? "").includes("PL/pgSQL");
 }

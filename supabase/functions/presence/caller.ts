@@ -15,12 +15,18 @@
  *
  * @module
  */
-import postgres from "postgres";
-import { authenticate, type Identity } from "../_shared/auth.ts";
-import { withColumns } from "../_shared/columns.ts";
+import { isListedAdminEmail } from "../_shared/admin.ts";
+import type { Identity } from "../_shared/auth.ts";
+import {
+  domainsLiteral,
+  isAuthSchemaError,
+  ONE_FLIGHT,
+  uuidLiteral,
+} from "../_shared/db_function.ts";
+import type { FunctionDeps } from "../_shared/deps.ts";
 import type { Sql } from "../_shared/db.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
-import { type SessionClaims, verifyAsymmetric } from "../_shared/jwt_local.ts";
+import type { SessionClaims } from "../_shared/jwt_local.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import {
   findUsuario,
@@ -40,52 +46,49 @@ export interface Caller {
  *
  * @example
  * ```ts
- * const { identity, row } = await readingCaller(sql, bearerToken(req), ctx.env);
+ * const { identity, row } = await readingCaller(sql, bearerToken(req), ctx.env, deps);
  * ```
  */
 export async function readingCaller(
   sql: Sql,
   token: string,
   env: FunctionEnv,
+  deps: ReaderDeps,
 ): Promise<Caller> {
   const claims = env.presenceVerify === "local"
-    ? await verifyAsymmetric(token, env)
+    ? await deps.verifyLocally(token, env)
     : null;
-  const proven = claims ? await _proven(sql, claims, env) : null;
-  if (
-    proven && !(proven.identity.email !== null &&
-      env.adminEmails.has(proven.identity.email))
-  ) {
+  const proven = claims ? await _proven(sql, claims, env, deps) : null;
+  if (proven && !isListedAdminEmail(proven.identity.email, env.adminEmails)) {
     return proven;
   }
-  const identity = await authenticate(token, env);
-  const row = await withColumns(
-    sql,
-    (columns) => findUsuario(sql, identity, columns, matchRules(env)),
-  );
+  const identity = await deps.authenticate(token, env);
+  const row = await findUsuario(sql, identity, matchRules(env));
   return { identity, row };
 }
 
-// Errors that say the auth schema is not readable by this role or not as
-// expected, or that presence.reader is missing (the same set as
-// presence-ping's fast path): Auth decides.
-const _SCHEMA_ERRORS = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
-let _schemaErrorLogged = false;
+/** What {@linkcode readingCaller} works with, from its handler. */
+export interface ReaderDeps
+  extends Pick<FunctionDeps, "authenticate" | "verifyLocally"> {
+  /**
+   * The handler's own record of the SQLSTATEs already logged as "cannot
+   * read the auth schema" (logged once per handler and SQLSTATE).
+   */
+  readonly schemaErrorsLogged: Set<string>;
+}
 
 async function _proven(
   sql: Sql,
   claims: SessionClaims,
   env: FunctionEnv,
+  deps: ReaderDeps,
 ): Promise<Caller | null> {
   try {
     return await _statement(sql, claims, env);
   } catch (cause) {
-    if (
-      !(cause instanceof postgres.PostgresError) ||
-      !_SCHEMA_ERRORS.has(cause.code)
-    ) throw cause;
-    if (!_schemaErrorLogged) {
-      _schemaErrorLogged = true;
+    if (!isAuthSchemaError(cause)) throw cause;
+    if (!deps.schemaErrorsLogged.has(cause.code)) {
+      deps.schemaErrorsLogged.add(cause.code);
       logEvent("warn", "Fast path cannot read the auth schema; asking Auth", {
         fn: "presence",
         sqlstate: cause.code,
@@ -96,14 +99,6 @@ async function _proven(
   }
 }
 
-// The values spliced into the statement text, each checked here: the
-// call then goes as one Parse/Bind/Execute flight (postgres.js waits for
-// parameter types before binding otherwise), as presence-ping's does.
-const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const _DOMAIN =
-  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
-const _EXTENDED = { simple: false } as postgres.UnsafeQueryOptions;
-
 /**
  * The call of `presence.reader` as text (migration
  * `20261124020100_order_presence_record_ping.sql`). Throws, sending
@@ -113,17 +108,11 @@ export function readerText(
   claims: SessionClaims,
   usernameDomains: ReadonlySet<string>,
 ): string {
-  if (!_UUID.test(claims.sub) || !_UUID.test(claims.sessionId)) {
-    throw new TypeError("reader: not a UUID");
-  }
-  const domains = [...usernameDomains];
-  if (!domains.every((d) => _DOMAIN.test(d))) {
-    throw new TypeError("reader: not a domain name");
-  }
-  const list = domains.length
-    ? `array[${domains.map((d) => `'${d}'`).join(",")}]::text[]`
-    : "'{}'::text[]";
-  return `select session_ok, email, email_confirmed, id, rol, level from presence.reader('${claims.sub}'::uuid, '${claims.sessionId}'::uuid, ${list})`;
+  // Each value checked where it is spliced: the call then goes as one
+  // Parse/Bind/Execute flight, as presence-ping's does.
+  return `select session_ok, email, email_confirmed, id, rol, level from presence.reader(${
+    uuidLiteral(claims.sub)
+  }, ${uuidLiteral(claims.sessionId)}, ${domainsLiteral(usernameDomains)})`;
 }
 
 async function _statement(
@@ -140,7 +129,7 @@ async function _statement(
       rol: string | null;
       level: number | null;
     }[]
-  >(readerText(claims, env.usernameMatchDomains), [], _EXTENDED);
+  >(readerText(claims, env.usernameMatchDomains), [], ONE_FLIGHT);
   if (!r?.session_ok) return null;
   return {
     identity: {

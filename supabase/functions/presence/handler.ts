@@ -12,7 +12,7 @@
 import { adminPolicy, isAdmin } from "../_shared/admin.ts";
 import { bearerToken } from "../_shared/auth.ts";
 import { withColumns } from "../_shared/columns.ts";
-import { database } from "../_shared/db.ts";
+import { type FunctionDeps, realDeps } from "../_shared/deps.ts";
 import { denoEnv, type EnvSource } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
@@ -20,7 +20,7 @@ import {
   readJsonBody,
   type RequestContext,
 } from "../_shared/http.ts";
-import { readingCaller } from "./caller.ts";
+import { type ReaderDeps, readingCaller } from "./caller.ts";
 import { type CursorState, openCursor, sealCursor } from "./cursor.ts";
 import { readShared } from "./query.ts";
 import { parsePresenceRequest } from "./schema.ts";
@@ -40,12 +40,15 @@ export const CURSOR_MAX_AGE_S = 3600;
 export async function presence(
   req: Request,
   ctx: RequestContext,
+  deps: FunctionDeps,
+  reader: ReaderDeps,
 ): Promise<Response> {
-  const sql = database(ctx.env, req.signal);
+  const sql = deps.database(ctx.env, req.signal);
   const { identity, row } = await readingCaller(
     sql,
     bearerToken(req),
     ctx.env,
+    reader,
   );
   const admin = await isAdmin(identity, row, adminPolicy(ctx.env));
   if (!row && !admin) throw new HttpError("user_not_found");
@@ -59,7 +62,7 @@ export async function presence(
     // A cursor sealed under another key, issued under other thresholds, or
     // older than the lookback cannot be continued: the answer starts a full
     // read over.
-    if (!since || !isFresh(since, awayS, offlineS, Date.now())) {
+    if (!since || !isFresh(since, awayS, offlineS, deps.now())) {
       since = null;
       resync = true;
     }
@@ -113,16 +116,22 @@ export function isFresh(
 }
 
 /**
- * The handler `Deno.serve` takes. `env` defaults to the process environment;
- * the local gateway and tests pass their own.
+ * The handler `Deno.serve` takes. `env` defaults to the process environment
+ * and `deps` to the real ones; the local gateway and tests pass their own.
  *
  * @example
  * ```ts
- * Deno.serve(createPresence());
+ * Deno.serve(createPresence(denoEnv, realDeps));
  * ```
  */
 export function createPresence(
   env: EnvSource = denoEnv,
+  deps: FunctionDeps = realDeps,
 ): (req: Request) => Promise<Response> {
-  return createFunction("presence", env, presence);
+  const reader: ReaderDeps = { ...deps, schemaErrorsLogged: new Set() };
+  return createFunction(
+    "presence",
+    env,
+    (req, ctx) => presence(req, ctx, deps, reader),
+  );
 }

@@ -1,4 +1,7 @@
-// Entry point deployed by `supabase functions deploy presence`.
+// Entry point deployed by `supabase functions deploy presence`: the
+// handler over the process environment and the real dependencies.
+import { realDeps } from "../_shared/deps.ts";
+import { denoEnv } from "../_shared/env.ts";
 import { createPresence } from "./handler.ts";
 
-Deno.serve(createPresence());
+Deno.serve(createPresence(denoEnv, realDeps));

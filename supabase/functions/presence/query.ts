@@ -199,15 +199,24 @@ function _bound(sql: Sql, columns: OptionalColumns, t: Fragment): Fragment {
     : t;
 }
 
-/** The computed status of `u` at `now()`, as SQL. */
+// The moment `secs` seconds before `now()`, comparable with ultimo_acceso:
+// the one threshold every status rule and index range is written with.
+function _ago(sql: Sql, columns: OptionalColumns, secs: number): Fragment {
+  return _bound(sql, columns, sql`now() - make_interval(secs => ${secs}::int)`);
+}
+
+/**
+ * The computed status of `u` at `now()`, as SQL: the one home of the rule
+ * (online within `awayS`, away within `offlineS`, else offline), which
+ * every read uses; the filters below only add index ranges implied by it.
+ */
 export function statusSql(
   sql: Sql,
   columns: OptionalColumns,
   awayS: number,
   offlineS: number,
 ): Fragment {
-  const ago = (secs: number) =>
-    _bound(sql, columns, sql`now() - make_interval(secs => ${secs}::int)`);
+  const ago = (secs: number) => _ago(sql, columns, secs);
   return sql`case
     when u.presence_state = 'online' and u.ultimo_acceso > ${ago(awayS)}
       then 'online'
@@ -329,9 +338,7 @@ function _statusFilter(
   const wanted = sql`and ${status} = any(${`{${o.status.join(",")}}`}::text[])`;
   if (o.status.includes("offline")) return wanted;
   return sql`and u.presence_state = 'online'
-    and u.ultimo_acceso > ${
-    _bound(sql, columns, sql`now() - make_interval(secs => ${o.offlineS}::int)`)
-  }
+    and u.ultimo_acceso > ${_ago(sql, columns, o.offlineS)}
     ${wanted}`;
 }
 

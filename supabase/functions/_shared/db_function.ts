@@ -1,0 +1,127 @@
+/**
+ * Calls of the project's database functions (`presence.record_ping`,
+ * `presence.match_usuario`): where one is missing or not executable, the
+ * migrations were not applied, and the answer says which one to apply
+ * instead of running a second implementation of its rules.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { HttpError } from "./errors.ts";
+
+/**
+ * The migration that creates the database functions as the code calls
+ * them (`presence.match_usuario`, `presence.reader`, `presence.record_ping`).
+ */
+export const FUNCTIONS_MIGRATION =
+  "20261124020100_order_presence_record_ping.sql";
+
+// Raised by the call itself (not inside the function: those carry a
+// PL/pgSQL context): undefined function, unknown schema, no privilege.
+const _MISSING = new Set(["42883", "3F000", "42501"]);
+
+/**
+ * Whether an error says the database function called is missing or not
+ * executable, rather than that something inside it failed.
+ */
+export function isMissingFunction(error: unknown): boolean {
+  return error instanceof postgres.PostgresError &&
+    _MISSING.has(error.code) &&
+    !(error.where ?? "").includes("PL/pgSQL");
+}
+
+/**
+ * Runs `call`; a missing or non-executable `name` becomes a 500
+ * `migration_missing` naming {@linkcode FUNCTIONS_MIGRATION}. Any other
+ * error is thrown as it is.
+ *
+ * @example
+ * ```ts
+ * const rows = await callingDbFunction("presence.match_usuario", () => sql`select …`);
+ * ```
+ */
+export async function callingDbFunction<T>(
+  name: string,
+  call: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (!isMissingFunction(error)) throw error;
+    throw new HttpError("migration_missing", {
+      extra: {
+        error:
+          `${name} is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}`,
+      },
+      cause: error,
+    });
+  }
+}
+
+// Raised when a statement reads auth.sessions and auth.users: the auth
+// schema is not as expected or not readable by this role (a changed Auth
+// schema, revoked grants, a function it needs missing), rather than that
+// the database is down.
+const _AUTH_SCHEMA = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
+
+/**
+ * Whether an error of a fast path's statement (one that reads the auth
+ * schema) says the schema cannot be read as expected: the fast path then
+ * steps aside and Auth decides.
+ */
+export function isAuthSchemaError(
+  error: unknown,
+): error is postgres.PostgresError {
+  return error instanceof postgres.PostgresError &&
+    _AUTH_SCHEMA.has(error.code);
+}
+
+// What may be written into a call's text (see {@linkcode uuidLiteral} and
+// {@linkcode domainsLiteral}): nothing that can end a SQL string literal.
+const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// The shape env.ts accepts for USERNAME_MATCH_DOMAINS: letters, digits,
+// hyphens and dots, or `*`.
+const _DOMAIN =
+  /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
+
+/**
+ * `simple: false`: the extended protocol, which runs one statement only (a
+ * second one in the text would be an error, not a statement), in one
+ * flight when the text has no parameters: postgres.js with `prepare: false`
+ * otherwise waits for the parameter types before binding. postgres.js
+ * honours the option, its types do not list it.
+ */
+export const ONE_FLIGHT = { simple: false } as postgres.UnsafeQueryOptions;
+
+/**
+ * A UUID as a SQL literal, for a call sent as text ({@linkcode ONE_FLIGHT});
+ * anything else throws, and nothing is sent.
+ *
+ * @example
+ * ```ts
+ * uuidLiteral("1b4e28ba-2fa1-11d2-883f-0016d3cca427"); // "'1b4e…a427'::uuid"
+ * ```
+ */
+export function uuidLiteral(value: string): string {
+  if (!_UUID.test(value)) throw new TypeError("not a UUID");
+  return `'${value}'::uuid`;
+}
+
+/**
+ * Domain names (or `*`) as a SQL `text[]` literal, for a call sent as text;
+ * anything but letters, digits, `-` and `.` throws, and nothing is sent.
+ *
+ * @example
+ * ```ts
+ * domainsLiteral(new Set(["example.com"])); // "array['example.com']::text[]"
+ * ```
+ */
+export function domainsLiteral(domains: Iterable<string>): string {
+  const list = [...domains];
+  if (!list.every((d) => _DOMAIN.test(d))) {
+    throw new TypeError("not a domain name");
+  }
+  return list.length
+    ? `array[${list.map((d) => `'${d}'`).join(",")}]::text[]`
+    : "'{}'::text[]";
+}

@@ -1,0 +1,71 @@
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import {
+  callingDbFunction,
+  domainsLiteral,
+  isAuthSchemaError,
+  isMissingFunction,
+  uuidLiteral,
+} from "./db_function.ts";
+import { HttpError } from "./errors.ts";
+
+const ID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+
+// A PostgresError as postgres.js builds it from the server's fields.
+function pgError(code: string, where?: string): postgres.PostgresError {
+  const error = new postgres.PostgresError("boom");
+  Object.assign(error, { code, where });
+  return error;
+}
+
+Deno.test("uuidLiteral: a UUID becomes a uuid literal, anything else throws", () => {
+  assert.equal(uuidLiteral(ID), `'${ID}'::uuid`);
+  assert.throws(() => uuidLiteral(`${ID}'; drop table x; --`), TypeError);
+  assert.throws(() => uuidLiteral(""), TypeError);
+});
+
+Deno.test("domainsLiteral: domain names or * become a text[] literal, a quote or @ throws", () => {
+  assert.equal(domainsLiteral([]), "'{}'::text[]");
+  assert.equal(
+    domainsLiteral(new Set(["example.com", "*"])),
+    "array['example.com','*']::text[]",
+  );
+  assert.throws(() => domainsLiteral(["exa'mple.com"]), TypeError);
+  assert.throws(() => domainsLiteral(["@example.com"]), TypeError);
+});
+
+Deno.test("isMissingFunction: undefined function, schema or privilege raised by the call, not from inside PL/pgSQL", () => {
+  assert.ok(isMissingFunction(pgError("42883")));
+  assert.ok(isMissingFunction(pgError("3F000")));
+  assert.ok(isMissingFunction(pgError("42501")));
+  assert.ok(!isMissingFunction(pgError("42501", "PL/pgSQL function x line 3")));
+  assert.ok(!isMissingFunction(pgError("42703")));
+  assert.ok(!isMissingFunction(new Error("42883")));
+});
+
+Deno.test("callingDbFunction: a missing function is a 500 migration_missing naming it and the migration; other errors pass", async () => {
+  const missing = await callingDbFunction("presence.record_ping", () => {
+    throw pgError("42883");
+  }).catch((e) => e);
+  assert.ok(missing instanceof HttpError);
+  assert.equal(missing.code, "migration_missing");
+  assert.equal(missing.status, 500);
+  assert.match(
+    String(missing.extra.error),
+    /^presence\.record_ping .*20261124020100_order_presence_record_ping\.sql$/,
+  );
+  const other = pgError("57014");
+  await assert.rejects(
+    callingDbFunction("presence.record_ping", () => Promise.reject(other)),
+    (e) => e === other,
+  );
+  assert.equal(await callingDbFunction("f", () => Promise.resolve(7)), 7);
+});
+
+Deno.test("isAuthSchemaError: privilege, undefined table, column, function or schema; not a timeout or a plain error", () => {
+  for (const code of ["42501", "42P01", "42703", "42883", "3F000"]) {
+    assert.ok(isAuthSchemaError(pgError(code)), code);
+  }
+  assert.ok(!isAuthSchemaError(pgError("57014")));
+  assert.ok(!isAuthSchemaError(new Error("42703")));
+});
