@@ -121,6 +121,44 @@ revoke execute on function presence.match_usuario(uuid, text, text[])
 grant execute on function presence.match_usuario(uuid, text, text[])
   to service_role, postgres;
 
+-- Whether a locally verified token's session is live: the session exists
+-- for that user and has not expired, and the user is neither banned nor
+-- deleted; with the email auth.users holds now. The one home of the session
+-- proof that presence.reader and presence.record_ping make.
+create or replace function presence.live_session(
+  p_user_id uuid,
+  p_session_id uuid,
+  out live boolean,
+  out email text,
+  out email_confirmed boolean
+)
+language plpgsql
+stable
+security invoker
+set search_path = ''
+as $$
+begin
+  select pg_catalog.lower(au.email::text), au.email_confirmed_at is not null
+    into email, email_confirmed
+  from auth.sessions s
+  join auth.users au on au.id = s.user_id
+  where s.id = p_session_id
+    and s.user_id = p_user_id
+    and au.deleted_at is null
+    and (au.banned_until is null or au.banned_until <= pg_catalog.now())
+    and (s.not_after is null or s.not_after > pg_catalog.now());
+  live := found;
+end;
+$$;
+
+comment on function presence.live_session(uuid, uuid) is
+  'Whether a locally verified token''s session is live (unexpired, user neither banned nor deleted), and the user''s email now.';
+
+revoke execute on function presence.live_session(uuid, uuid)
+  from public, anon, authenticated;
+grant execute on function presence.live_session(uuid, uuid)
+  to service_role, postgres;
+
 -- Who reads presence, at the cost of a ping: with a locally verified
 -- token's user and session, proves the session live and unexpired and the
 -- user neither banned nor deleted, and finds the reader's row and role. The
@@ -146,16 +184,9 @@ declare
   v_id bigint;
   v_level integer;
 begin
-  select pg_catalog.lower(au.email::text), au.email_confirmed_at is not null
-    into email, email_confirmed
-  from auth.sessions s
-  join auth.users au on au.id = s.user_id
-  where s.id = p_session_id
-    and s.user_id = p_user_id
-    and au.deleted_at is null
-    and (au.banned_until is null or au.banned_until <= pg_catalog.now())
-    and (s.not_after is null or s.not_after > pg_catalog.now());
-  session_ok := found;
+  select ls.live, ls.email, ls.email_confirmed
+    into session_ok, email, email_confirmed
+  from presence.live_session(p_user_id, p_session_id) ls;
   if not session_ok then
     email := null;
     return;
@@ -213,16 +244,9 @@ begin
   end if;
 
   if p_session_id is not null then
-    select pg_catalog.lower(au.email::text) into v_email
-    from auth.sessions s
-    join auth.users au on au.id = s.user_id
-    where s.id = p_session_id
-      and s.user_id = p_user_id
-      and au.deleted_at is null
-      and (au.banned_until is null or au.banned_until <= pg_catalog.now())
-      and (s.not_after is null or s.not_after > pg_catalog.now());
-    if not found then
-      session_ok := false;
+    select ls.live, ls.email into session_ok, v_email
+    from presence.live_session(p_user_id, p_session_id) ls;
+    if not session_ok then
       return;
     end if;
   else
