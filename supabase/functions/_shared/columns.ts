@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { isUndefinedColumn, type Sql } from "./db.ts";
+import { isUndefinedColumn, poolOf, type Sql } from "./db.ts";
 
 /** Presence of the optional columns, and how `ultimo_acceso` is typed. */
 export interface OptionalColumns {
@@ -23,6 +23,9 @@ export interface OptionalColumns {
   readonly ultimoAccesoWithoutTimeZone?: boolean;
 }
 
+// Kept per pool, not per request: each request's `sql` is its own bounded
+// view of the pool (`poolOf`), and an information_schema query per request
+// would cost more than the read it serves.
 const _cache = new WeakMap<Sql, Promise<OptionalColumns>>();
 
 /**
@@ -34,18 +37,19 @@ const _cache = new WeakMap<Sql, Promise<OptionalColumns>>();
  * ```
  */
 export function optionalColumns(sql: Sql): Promise<OptionalColumns> {
-  let cached = _cache.get(sql);
+  const pool = poolOf(sql);
+  let cached = _cache.get(pool);
   if (!cached) {
     cached = _lookup(sql);
-    _cache.set(sql, cached);
-    cached.catch(() => _cache.delete(sql));
+    _cache.set(pool, cached);
+    cached.catch(() => _cache.delete(pool));
   }
   return cached;
 }
 
 /** Forgets what is known of the columns, so the next call looks again. */
 export function forgetColumns(sql: Sql): void {
-  _cache.delete(sql);
+  _cache.delete(poolOf(sql));
 }
 
 /**

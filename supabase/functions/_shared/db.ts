@@ -183,6 +183,22 @@ export function bounded(sql: Sql, bounds: QueryBounds): Sql {
   return _tracked(sql, bounds, true);
 }
 
+const _POOL = Symbol("pool");
+
+/**
+ * The pool behind a bounded `sql` ({@linkcode bounded} makes one per
+ * request), or `sql` itself: what isolate-wide state, such as the reads
+ * that watchers share, is kept by.
+ *
+ * @example
+ * ```ts
+ * poolOf(database(env, req.signal)) === poolOf(database(env)); // true
+ * ```
+ */
+export function poolOf(sql: Sql): Sql {
+  return (sql as unknown as { [_POOL]?: Sql })[_POOL] ?? sql;
+}
+
 // `timer`: whether the client's timer bounds each statement. Inside a
 // transaction the server does (SET LOCAL, which a caller may raise for its
 // own transaction, as auth-sync's leased writes do), and only an aborted
@@ -199,6 +215,7 @@ function _tracked(
   return new Proxy(sql, {
     apply: (target, self, args) => track(Reflect.apply(target, self, args)),
     get(target, key, receiver) {
+      if (key === _POOL) return poolOf(target);
       const value = Reflect.get(target, key, receiver);
       if (key === "unsafe" && typeof value === "function") {
         return (...args: unknown[]) => track(value.apply(target, args));

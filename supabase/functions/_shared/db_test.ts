@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import {
   asDbTimeout,
+  bounded,
   connectionOptions,
   DB_RETRY_AFTER_S,
+  poolOf,
   publicDbError,
 } from "./db.ts";
 
@@ -144,4 +146,22 @@ Deno.test("asDbTimeout: a statement timeout or lock timeout, even wrapped, is 50
     null,
   );
   assert.equal(asDbTimeout(new Error("x")), null);
+});
+
+Deno.test("poolOf: every request's bounded view of a pool leads back to that one pool (what per-pool caches are kept by)", async () => {
+  // Never connects: postgres.js opens connections on the first query.
+  const pool = postgres("postgresql://u:p@127.0.0.1:1/db", { max: 1 });
+  try {
+    const a = bounded(pool, { timeoutMs: 1000 });
+    const b = bounded(pool, {
+      timeoutMs: 1000,
+      signal: new AbortController().signal,
+    });
+    assert.notEqual(a, b);
+    assert.equal(poolOf(a), pool);
+    assert.equal(poolOf(b), pool);
+    assert.equal(poolOf(pool), pool);
+  } finally {
+    await pool.end();
+  }
 });

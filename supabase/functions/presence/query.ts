@@ -20,7 +20,7 @@
  * @module
  */
 import type { OptionalColumns } from "../_shared/columns.ts";
-import type { Sql } from "../_shared/db.ts";
+import { poolOf, type Sql } from "../_shared/db.ts";
 import type { Fragment } from "../_shared/match_user.ts";
 import type { CursorState } from "./cursor.ts";
 import { maskUsername } from "./mask.ts";
@@ -97,8 +97,11 @@ export async function readPresence(
   return _result(rows, options);
 }
 
-// Reads in flight, per pool: by everything but the cursor, then the
-// cursor (null for a full read) and the pending answer.
+// Reads in flight, per pool (not per request: each request's `sql` is its
+// own bounded view of the pool, `poolOf`): by everything but the cursor,
+// then the cursor (null for a full read) and the pending answer. A shared
+// statement is bounded by the request that started it: should that request
+// abort, the statement is cancelled and its sharers answer 503 db_timeout.
 const _inFlight = new WeakMap<
   Sql,
   Map<string, { since: CursorState | null; read: Promise<ReadResult> }[]>
@@ -119,10 +122,11 @@ export function readShared(
   columns: OptionalColumns,
   options: ReadOptions,
 ): Promise<ReadResult> {
-  let pending = _inFlight.get(sql);
+  const pool = poolOf(sql);
+  let pending = _inFlight.get(pool);
   if (!pending) {
     pending = new Map();
-    _inFlight.set(sql, pending);
+    _inFlight.set(pool, pending);
   }
   const key = JSON.stringify([columns, { ...options, since: null }]);
   const running = pending.get(key) ?? [];
