@@ -485,13 +485,7 @@ async function _applyProvider(
       ...(email !== null ? { email, email_confirm: true } : {}),
       ...(password !== null ? { password } : {}),
     });
-    if (error && answerLost(error)) {
-      throw lostAnswerError(await settleLostAnswer(scope, change), error);
-    }
-    if (error) {
-      await _settleUnchanged(scope);
-      throw _providerError(error);
-    }
+    if (error) throw await _failure(scope, change, error);
     return change;
   }
   const { data, error } = await admin.createUser({
@@ -506,14 +500,22 @@ async function _applyProvider(
     email: plan.email,
     requestId: plan.requestId,
   };
-  if (error && answerLost(error)) {
-    throw lostAnswerError(await settleLostAnswer(scope, change), error);
-  }
-  if (error) {
-    await _settleUnchanged(scope);
-    throw _providerError(error);
-  }
+  if (error) throw await _failure(scope, change, error);
   return change;
+}
+
+// What to answer after Auth's error on `change`: a lost answer is read
+// back (and undone where it can be) first; a refusal changed nothing.
+async function _failure(
+  scope: Scope,
+  change: ProviderChange,
+  error: AuthError,
+): Promise<HttpError> {
+  if (answerLost(error)) {
+    return lostAnswerError(await settleLostAnswer(scope, change), error);
+  }
+  await _settleUnchanged(scope);
+  return _providerError(error);
 }
 
 // Auth refused or was never called: the intent is settled `unchanged`. The
