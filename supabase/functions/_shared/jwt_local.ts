@@ -1,8 +1,9 @@
 /**
  * Local verification of asymmetric access tokens (ES256, RS256) against the
- * project's published JWKS, cached by a {@linkcode KeySets}: presence-ping's hot path,
- * which then proves in its one SQL statement that the session still exists
- * and the user is neither banned nor deleted (docs/performance.md).
+ * project's published JWKS, cached by a {@linkcode KeySets}: presence-ping's
+ * hot path, which then proves in its one SQL statement that the session
+ * still exists and the user is neither banned nor deleted
+ * (docs/performance.md).
  *
  * Only a success is decided here. Anything else — HS256, a `kid` that is
  * not published, a bad signature, an expired token — returns `null` and the
@@ -49,12 +50,13 @@ interface _KeySet {
   readonly verify:
     | ReturnType<typeof createRemoteJWKSet>
     | ReturnType<typeof createLocalJWKSet>;
+  /** Fetches the keys again; a set from `SUPABASE_JWKS` has none. */
+  readonly reload?: () => Promise<void>;
   /**
-   * Fetched keys: when the copy in use was fetched, by the owner's clock
-   * (`undefined` until the first fetch). A set from `SUPABASE_JWKS` has none.
+   * When the copy in use was fetched, by the owner's clock (`undefined`
+   * until the first fetch, and for a set from `SUPABASE_JWKS`).
    */
   fetchedAt?: number;
-  readonly remote: boolean;
 }
 
 const _CACHE_ENTRIES = 10_000;
@@ -161,10 +163,10 @@ export class KeySets {
   // off: it reads the system clock).
   async #fresh(env: FunctionEnv): Promise<_KeySet> {
     const set = this.#keySet(env);
-    if (!set.remote) return set;
+    if (!set.reload) return set;
     const at = this.#now();
     if (set.fetchedAt === undefined || at >= set.fetchedAt + JWKS_MAX_AGE_MS) {
-      await (set.verify as ReturnType<typeof createRemoteJWKSet>).reload();
+      await set.reload();
       set.fetchedAt = at;
     }
     return set;
@@ -176,24 +178,22 @@ export class KeySets {
       let local = this.#local.get(text);
       if (!local) {
         const keys = [...env.jwks.keys] as JWK[];
-        local = { verify: createLocalJWKSet({ keys }), remote: false };
+        local = { verify: createLocalJWKSet({ keys }) };
         this.#local.set(text, local);
       }
       return local;
     }
     let set = this.#remote.get(env.supabaseUrl);
     if (!set) {
-      set = {
-        remote: true,
-        verify: createRemoteJWKSet(
-          new URL(`${env.supabaseUrl}/auth/v1/.well-known/jwks.json`),
-          {
-            timeoutDuration: PROVIDER_TIMEOUT_MS,
-            cooldownDuration: 30_000,
-            cacheMaxAge: Infinity,
-          },
-        ),
-      };
+      const verify = createRemoteJWKSet(
+        new URL(`${env.supabaseUrl}/auth/v1/.well-known/jwks.json`),
+        {
+          timeoutDuration: PROVIDER_TIMEOUT_MS,
+          cooldownDuration: 30_000,
+          cacheMaxAge: Infinity,
+        },
+      );
+      set = { verify, reload: () => verify.reload() };
       this.#remote.set(env.supabaseUrl, set);
     }
     return set;
