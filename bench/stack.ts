@@ -23,7 +23,10 @@ import { bootstrapDatabase } from "../local/db/bootstrap.ts";
 import { functionEnv, localFunctions } from "../local/functions.ts";
 import { createGateway, localJwtCheck } from "../local/gateway.ts";
 import { pushMigrations } from "../local/migrate.ts";
-import { closeDatabases } from "../supabase/functions/_shared/db.ts";
+import {
+  createDeps,
+  type OwnedDeps,
+} from "../supabase/functions/_shared/deps.ts";
 import { type CountingProxy, startCountingProxy } from "./pgproxy.ts";
 
 /** A gateway variant to serve. */
@@ -55,6 +58,8 @@ export interface Variant {
   counts(): VariantCounts;
   /** Zeroes the counts (and the proxies' counts on a counted variant). */
   reset(): void;
+  /** Forgets the tokens its functions verified (each is verified afresh). */
+  forgetVerifiedTokens(): void;
   /** The proxies of a counted variant. */
   readonly proxies: { functions: CountingProxy; auth: CountingProxy } | null;
 }
@@ -130,6 +135,7 @@ export async function startBenchStack(
     const isValidJwt = localJwtCheck(signingKey);
 
     const variants: Record<string, Variant> = {};
+    const allDeps: OwnedDeps[] = [];
     for (const [i, spec] of options.variants.entries()) {
       const apiUrl = `http://127.0.0.1:${ports[i]}`;
       const proxies = spec.counted
@@ -176,9 +182,11 @@ export async function startBenchStack(
         counts.auth[path] = (counts.auth[path] ?? 0) + 1;
         return await auth(req);
       };
+      const deps = createDeps();
+      allDeps.push(deps);
       const gateway = createGateway({
         auth: countedAuth,
-        functions: localFunctions(env),
+        functions: localFunctions(env, deps),
         isValidJwt,
       });
       const handler = async (req: Request) => {
@@ -194,7 +202,7 @@ export async function startBenchStack(
       );
       cleanups.push(async () => {
         await server.shutdown();
-        await closeDatabases(functionsDbUrl);
+        await deps.close();
       });
       variants[spec.name] = {
         name: spec.name,
@@ -206,6 +214,7 @@ export async function startBenchStack(
           proxies?.functions.reset();
           proxies?.auth.reset();
         },
+        forgetVerifiedTokens: () => deps.forgetVerifiedTokens(),
         proxies,
       };
       log(`Serving variant "${spec.name}" on ${apiUrl}`);
@@ -222,7 +231,7 @@ export async function startBenchStack(
         // A backend that reported less than a second ago defers the rest
         // for 10 s (PGSTAT_IDLE_INTERVAL), but reports all when it exits:
         // so end the functions' pools and let Auth's time out.
-        await closeDatabases();
+        await Promise.all(allDeps.map((deps) => deps.close()));
         await new Promise((r) => setTimeout(r, 1_600));
       },
       close,

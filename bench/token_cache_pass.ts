@@ -7,7 +7,6 @@
  *
  * @module
  */
-import { forgetVerifiedTokens } from "../supabase/functions/_shared/jwt_local.ts";
 import { type BenchContext, pingPass } from "./context.ts";
 import { runDenoClient } from "./load.ts";
 import type { TokenCachePass } from "./types.ts";
@@ -44,7 +43,7 @@ export async function measureTokenCache(
       count: tokens.length,
       concurrency: c,
     });
-  forgetVerifiedTokens();
+  stack.variants.main.forgetVerifiedTokens();
   ctx.log(`Token cache: ${count} first-seen ES256 tokens, concurrency ${c}`);
   const firstSeen = await pingPass(ctx, stack.variants.main, "es256", c, run);
   ctx.log(`Token cache: the same tokens again, concurrency ${c}`);

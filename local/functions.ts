@@ -8,7 +8,7 @@
 import { parse as parseDotenv } from "dotenv";
 import { parse as parseToml } from "smol-toml";
 import { createAuthSync } from "../supabase/functions/auth-sync/handler.ts";
-import { realDeps } from "../supabase/functions/_shared/deps.ts";
+import type { FunctionDeps } from "../supabase/functions/_shared/deps.ts";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
 import { createPresence } from "../supabase/functions/presence/handler.ts";
 import { createPresencePing } from "../supabase/functions/presence-ping/handler.ts";
@@ -91,26 +91,35 @@ export function verifyJwtSettings(): Record<string, boolean> {
 }
 
 /**
- * Builds the served functions over one environment, each handler with the
- * real dependencies (the stack's database and Auth, reached through the
- * environment's URLs), as `index.ts` wires them when deployed.
+ * Builds the served functions over one environment and one set of
+ * dependencies (`createDeps()`: the stack's database and Auth, reached
+ * through the environment's URLs), as `index.ts` wires them when deployed.
+ * The caller owns `deps`, and closes it when the functions stop.
+ *
+ * @example
+ * ```ts
+ * const deps = createDeps();
+ * const functions = localFunctions(env, deps);
+ * // ... on shutdown: await deps.close();
+ * ```
  */
 export function localFunctions(
   env: Map<string, string>,
+  deps: FunctionDeps,
 ): Record<string, LocalFunction> {
   const get = (name: string) => env.get(name);
   const verify = verifyJwtSettings();
   return {
     "presence-ping": {
-      handler: createPresencePing(get, realDeps),
+      handler: createPresencePing(get, deps),
       verifyJwt: verify["presence-ping"] ?? true,
     },
     "auth-sync": {
-      handler: createAuthSync(get, realDeps),
+      handler: createAuthSync(get, deps),
       verifyJwt: verify["auth-sync"] ?? true,
     },
     presence: {
-      handler: createPresence(get, realDeps),
+      handler: createPresence(get, deps),
       verifyJwt: verify["presence"] ?? true,
     },
   };

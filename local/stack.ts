@@ -6,7 +6,10 @@
  * @module
  */
 import postgres from "postgres";
-import { closeDatabases } from "../supabase/functions/_shared/db.ts";
+import {
+  createDeps,
+  type OwnedDeps,
+} from "../supabase/functions/_shared/deps.ts";
 import {
   createAuthApi,
   generateSigningKey,
@@ -57,6 +60,11 @@ export interface StackOptions {
    * their dependencies need, at no process cost per stack.
    */
   functions?: "workers" | "in-process";
+  /**
+   * The in-process functions' dependencies (pools, Auth clients, key set,
+   * clock); default a fresh `createDeps()`. Ended with the stack.
+   */
+  functionDeps?: OwnedDeps;
   /**
    * Whether sign-ups wait for email confirmation (default: config.toml
    * `[auth.email] enable_confirmations`, false as in `supabase start`).
@@ -233,9 +241,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       secretKey: LOCAL_SECRET_KEY,
       overrides: options.functionEnv,
     });
+    // In-process functions' pools and clients, ended at shutdown (workers
+    // hold their own, ended with the worker).
+    const deps = options.functionDeps ?? createDeps();
     let functions;
     if (options.functions !== "workers") {
-      functions = localFunctions(env);
+      functions = localFunctions(env, deps);
     } else {
       const host = new FunctionHost({ projectDir: PROJECT_DIR, env, log });
       cleanups.push(() => host.close());
@@ -263,7 +274,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     }
     cleanups.push(async () => {
       await server.shutdown();
-      await closeDatabases(dbUrl);
+      await deps.close();
     });
     log(`Serving the API on ${apiUrl}`);
     await locked?.record({ database, apiUrl, dbUrl });

@@ -28,6 +28,13 @@ import {
   type TestUser,
 } from "../support/stack.ts";
 import { hs256Token } from "../support/tokens.ts";
+import {
+  LEASE_WAIT_MS,
+  releaseLease,
+  tryLease,
+  withLease,
+} from "../../supabase/functions/auth-sync/lease.ts";
+import { HttpError } from "../../supabase/functions/_shared/errors.ts";
 
 const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
 const PENDING_EMAIL = `pending-${crypto.randomUUID().slice(0, 8)}@test.local`;
@@ -1899,5 +1906,47 @@ e2eTest("auth-sync: audit rows hold no password", async () => {
     assert.ok(!all.includes(password), "an audit row holds a password");
   }
 });
+
+e2eTest(
+  "withLease: the wait for a row another update holds ends in 409 target_busy at LEASE_WAIT_MS by the injected clock",
+  async () => {
+    const targetId = 900_000_000 + Math.floor(Math.random() * 1_000_000);
+    const held = await tryLease(stack.sql, targetId);
+    assert.ok(held);
+    // Every reading of this clock moves it half the wait on: the deadline
+    // is read once, then passed at the second check, with no real wait.
+    let clock = Date.now();
+    let reads = 0;
+    const now = () => {
+      reads++;
+      const t = clock;
+      clock += LEASE_WAIT_MS / 2;
+      return t;
+    };
+    let ran = false;
+    try {
+      await assert.rejects(
+        withLease(stack.sql, targetId, now, () => {
+          ran = true;
+          return Promise.resolve();
+        }),
+        (error) => error instanceof HttpError && error.code === "target_busy",
+      );
+      assert.equal(ran, false);
+      assert.equal(reads, 3);
+    } finally {
+      await releaseLease(stack.sql, held);
+    }
+    // Free again: the same clock lets the work run.
+    assert.equal(
+      await withLease(stack.sql, targetId, now, () => {
+        ran = true;
+        return Promise.resolve("done");
+      }),
+      "done",
+    );
+    assert.equal(ran, true);
+  },
+);
 
 closeStackAfterAll("auth-sync", stack);

@@ -6,10 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { functionEnv } from "../../local/functions.ts";
-import { closeDatabases } from "../../supabase/functions/_shared/db.ts";
 import {
+  createDeps,
   type FunctionDeps,
-  realDeps,
 } from "../../supabase/functions/_shared/deps.ts";
 import { createPresencePing } from "../../supabase/functions/presence-ping/handler.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
@@ -28,18 +27,19 @@ e2eTest(
       publishableKey: stack.publishableKey || undefined,
       secretKey: stack.secretKey || undefined,
     });
-    let clock = Date.parse("2026-11-24T00:00:00Z");
+    // From now on: the key set and Auth's checks judge tokens by it too.
+    let clock = Date.now();
     const calls = { local: 0, auth: 0 };
+    const real = createDeps({ now: () => clock });
     const deps: FunctionDeps = {
-      ...realDeps,
-      now: () => clock,
+      ...real,
       verifyLocally: (token, e) => {
         calls.local++;
-        return realDeps.verifyLocally(token, e);
+        return real.verifyLocally(token, e);
       },
       authenticate: (token, e) => {
         calls.auth++;
-        return realDeps.authenticate(token, e);
+        return real.authenticate(token, e);
       },
     };
     const handler = createPresencePing((name) => env.get(name), deps);
@@ -81,7 +81,7 @@ e2eTest(
       clock += 61_000;
       await took(1, 0); // back on the fast path, Auth not asked
     } finally {
-      await closeDatabases(stack.dbUrl);
+      await real.close();
     }
   },
 );

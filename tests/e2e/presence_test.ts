@@ -6,7 +6,10 @@
  * every error, and the legacy `usuarios` shape (last in the file).
  */
 import assert from "node:assert/strict";
-import { sealCursor } from "../../supabase/functions/presence/cursor.ts";
+import {
+  CursorKeys,
+  sealCursor,
+} from "../../supabase/functions/presence/cursor.ts";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, invoke } from "../support/invoke.ts";
@@ -457,12 +460,16 @@ e2eTest(
       select (extract(epoch from now() - interval '61 minutes') * 1000000)
                ::bigint::text as t,
              pg_current_snapshot()::text as snap`;
-    const old = await sealCursor({
-      time: BigInt(t),
-      snapshot: snap,
-      awayS: 300,
-      offlineS: 900,
-    }, stack.secretKey || stack.serviceRoleKey); // the key the functions hold
+    const old = await sealCursor(
+      {
+        time: BigInt(t),
+        snapshot: snap,
+        awayS: 300,
+        offlineS: 900,
+      },
+      stack.secretKey || stack.serviceRoleKey,
+      new CursorKeys(),
+    ); // the key the functions hold
     const res = await read(u.client, { cursor: old, ids: [u.rowId] });
     assert.equal(res.status, 200);
     assert.equal(res.body.resync, true);
@@ -481,12 +488,16 @@ e2eTest(
     const [{ t, snap }] = await stack.sql`
       select (extract(epoch from now()) * 1000000)::bigint::text as t,
              pg_current_snapshot()::text as snap`;
-    const rotated = await sealCursor({
-      time: BigInt(t),
-      snapshot: snap,
-      awayS: 300,
-      offlineS: 900,
-    }, "the service key before the rotation");
+    const rotated = await sealCursor(
+      {
+        time: BigInt(t),
+        snapshot: snap,
+        awayS: 300,
+        offlineS: 900,
+      },
+      "the service key before the rotation",
+      new CursorKeys(),
+    );
     const res = await read(u.client, { cursor: rotated, ids: [u.rowId] });
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(res.body.resync, true);

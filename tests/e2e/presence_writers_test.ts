@@ -11,10 +11,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { type Clock, PresenceKit } from "../../client/presence.ts";
-import {
-  closeDatabases,
-  type Sql,
-} from "../../supabase/functions/_shared/db.ts";
+import type { Sql } from "../../supabase/functions/_shared/db.ts";
 import {
   type PresenceUser,
   readPresence,
@@ -613,7 +610,7 @@ for (const zone of ["Europe/Madrid", "America/Mexico_City"]) {
       // PGlite is one session shared by every connection; PostgreSQL
       // sessions take the database's setting when they open.
       await stack.sql.unsafe(`set timezone to '${zone}'`);
-      await closeDatabases();
+      await stack.reopenFunctionPools();
       // Gone an hour ago, stored online: offline in any zone.
       await stack.sql`update public.usuarios
         set presence_state = 'online',

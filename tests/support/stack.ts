@@ -10,7 +10,7 @@
  */
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
-import { closeDatabases } from "../../supabase/functions/_shared/db.ts";
+import { createDeps } from "../../supabase/functions/_shared/deps.ts";
 import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
 import { functionEnv, localFunctions } from "../../local/functions.ts";
 import { createGateway } from "../../local/gateway.ts";
@@ -41,6 +41,11 @@ export interface TestStack {
    * `/auth/v1` still forwarded to this stack.
    */
   withFunctionEnv(overrides: Record<string, string>): Promise<ServedFunctions>;
+  /**
+   * Ends the served functions' database pools; their next request opens
+   * new sessions, which take the database settings changed since.
+   */
+  reopenFunctionPools(): Promise<void>;
   /** Creates a confirmed identity, signs it in, and optionally its row. */
   createUser(options?: CreateUserOptions): Promise<TestUser>;
   close(): Promise<void>;
@@ -98,7 +103,9 @@ export async function startTestStack(
     ? await createTestDatabase()
     : null;
   const signingKey = await generateSigningKey();
+  const functionDeps = createDeps();
   const stack = await startStack({
+    functionDeps,
     signingKey,
     apiPort: 0,
     dbPort: 0,
@@ -134,6 +141,7 @@ export async function startTestStack(
     signingKey,
     sql,
     anon: () => client(anonKey),
+    reopenFunctionPools: () => functionDeps.close(),
     withFunctionEnv(overrides) {
       const env = functionEnv({
         apiUrl,
@@ -144,6 +152,7 @@ export async function startTestStack(
         secretKey: secretKey || undefined,
         overrides,
       });
+      const deps = createDeps();
       const server = Deno.serve(
         { hostname: "127.0.0.1", port: 0, onListen: () => {} },
         createGateway({
@@ -151,7 +160,7 @@ export async function startTestStack(
             const url = new URL(req.url);
             return fetch(`${apiUrl}${url.pathname}${url.search}`, req);
           },
-          functions: localFunctions(env),
+          functions: localFunctions(env, deps),
           isValidJwt: () => Promise.resolve(false),
         }),
       );
@@ -159,7 +168,7 @@ export async function startTestStack(
         apiUrl: `http://127.0.0.1:${server.addr.port}`,
         async close() {
           await server.shutdown();
-          await closeDatabases(env.get("SUPABASE_DB_URL"));
+          await deps.close();
         },
       });
     },

@@ -12,6 +12,7 @@ import {
   delayUnlessAborted,
   droppedConnection,
 } from "../support/faults.ts";
+import { createDeps } from "../../supabase/functions/_shared/deps.ts";
 import { functionEnv, localFunctions } from "../../local/functions.ts";
 import { createGateway } from "../../local/gateway.ts";
 import { contractProblem, post, sleep, type Tally } from "./_support.ts";
@@ -238,11 +239,12 @@ export async function runProviderMidUpdate(
       anonKey: t.anonKey,
       serviceRoleKey: t.serviceRoleKey,
     });
+    const deps = createDeps();
     const served = Deno.serve(
       { hostname: "127.0.0.1", port: 0, onListen: () => {} },
       createGateway({
         auth: () => Promise.resolve(new Response(null, { status: 404 })),
-        functions: localFunctions(env),
+        functions: localFunctions(env, deps),
         isValidJwt: () => Promise.resolve(false),
       }),
     );
@@ -285,6 +287,7 @@ export async function runProviderMidUpdate(
       );
     } finally {
       await served.shutdown();
+      await deps.close();
       await proxy.shutdown();
     }
   }

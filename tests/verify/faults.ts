@@ -8,6 +8,7 @@
  */
 import postgres from "postgres";
 import { generateSigningKey, LOCAL_JWT_SECRET } from "../../local/auth/mod.ts";
+import { createDeps } from "../../supabase/functions/_shared/deps.ts";
 import { functionEnv, localFunctions } from "../../local/functions.ts";
 import { createGateway } from "../../local/gateway.ts";
 import { startStack } from "../../local/stack.ts";
@@ -358,11 +359,12 @@ export async function runProviderFaults(
       anonKey: t.anonKey,
       serviceRoleKey: t.serviceRoleKey,
     });
+    const deps = createDeps();
     const served = Deno.serve(
       { hostname: "127.0.0.1", port: 0, onListen: () => {} },
       createGateway({
         auth: () => Promise.resolve(new Response(null, { status: 404 })),
-        functions: localFunctions(env),
+        functions: localFunctions(env, deps),
         isValidJwt: () => Promise.resolve(false),
       }),
     );
@@ -396,9 +398,9 @@ export async function runProviderFaults(
         );
       }
     } finally {
-      // The pool for t.dbUrl is shared with the stack under test; it closes
-      // with that stack.
+      // These functions' own pools (the stack under test keeps its own).
       await served.shutdown();
+      await deps.close();
       await provider.close();
     }
   }));

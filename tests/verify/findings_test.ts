@@ -3,10 +3,7 @@
  * reproduction per finding (each failed until its cause was fixed).
  */
 import assert from "node:assert/strict";
-import {
-  closeDatabases,
-  database,
-} from "../../supabase/functions/_shared/db.ts";
+import { createDeps } from "../../supabase/functions/_shared/deps.ts";
 import { e2eTest } from "../support/e2e.ts";
 import { restartablePglite } from "./_databases.ts";
 import { sleep } from "./_support.ts";
@@ -16,8 +13,9 @@ e2eTest(
   async () => {
     const db = await restartablePglite();
     const env = { dbUrl: db.url, dbPoolMax: 4, dbStatementTimeoutMs: 3000 };
+    const deps = createDeps();
     try {
-      const sql = database(env);
+      const sql = deps.database(env);
       await sql`select 1`;
       // Five callers query in a loop, as pinging users do, each waiting for
       // its answer; every answer is recorded with its time.
@@ -54,7 +52,7 @@ e2eTest(
         } ms after the database was back`,
       );
     } finally {
-      await closeDatabases(db.url);
+      await deps.close();
       await db.destroy();
     }
   },

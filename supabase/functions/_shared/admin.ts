@@ -4,7 +4,7 @@
  * @module
  */
 import type { Identity } from "./auth.ts";
-import { autoconfirms, ownsListedAddress } from "./email_proof.ts";
+import { ownsListedAddress } from "./email_proof.ts";
 import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 import type { MatchedRow } from "./match_user.ts";
@@ -42,9 +42,18 @@ export interface AdminPolicy {
 
 /**
  * The policy of a function's environment: its `ADMIN_EMAILS`, and Auth's
- * own `GET /auth/v1/settings` for `mailer_autoconfirm`.
+ * own `GET /auth/v1/settings` for `mailer_autoconfirm`, asked through
+ * `autoconfirms` (the handler's `deps.autoconfirms`).
+ *
+ * @example
+ * ```ts
+ * const policy = adminPolicy(ctx.env, deps.autoconfirms);
+ * ```
  */
-export function adminPolicy(env: FunctionEnv): AdminPolicy {
+export function adminPolicy(
+  env: FunctionEnv,
+  autoconfirms: (env: FunctionEnv) => Promise<boolean>,
+): AdminPolicy {
   return { adminEmails: env.adminEmails, autoconfirm: () => autoconfirms(env) };
 }
 

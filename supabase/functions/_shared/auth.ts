@@ -126,27 +126,35 @@ function _sameKey(presented: string, key: string): boolean {
 }
 
 /**
- * Validates a token with Supabase Auth and returns the identity.
+ * Validates a token with Supabase Auth (`client`, an anon-key client from
+ * {@linkcode AuthClients}) and returns the identity; `now` is the clock a
+ * ban and an expiry are judged by.
  *
  * - rejected by Auth: 401 `invalid_token`, `error` = Auth's detail, or
  *   exactly `JWT expired` when the token's `exp` has passed;
  * - Auth unreachable, slower than {@linkcode PROVIDER_TIMEOUT_MS}, 5xx or
  *   rate limiting: 503 `idp_unavailable` with `Retry-After`, so that an
  *   outage never looks like a bad token to clients.
+ *
+ * @example
+ * ```ts
+ * const identity = await authenticate(token, clients.client(env, "anon"), Date.now);
+ * ```
  */
 export async function authenticate(
   token: string,
-  env: FunctionEnv,
+  client: SupabaseClient,
+  now: () => number,
 ): Promise<Identity> {
   if (token.length > _MAX_TOKEN_LENGTH || !_JWT_SHAPE.test(token)) {
     throw _invalidToken("token is malformed");
   }
-  const { data, error } = await authClient(env, "anon").auth.getUser(token);
-  if (error) throw _classify(error, token);
+  const { data, error } = await client.auth.getUser(token);
+  if (error) throw _classify(error, token, now());
   const user = data.user;
   // A ban takes effect at once here, whether or not Auth has already revoked
   // the user's sessions.
-  if (user.banned_until && Date.parse(user.banned_until) > Date.now()) {
+  if (user.banned_until && Date.parse(user.banned_until) > now()) {
     throw _invalidToken("User is banned", "user_banned");
   }
   return {
@@ -157,34 +165,42 @@ export async function authenticate(
   };
 }
 
-// One client per isolate and key: createClient builds fetch wrappers and an
-// auth client each time, which need not happen per request.
-const _clients = new Map<string, SupabaseClient>();
-
 /**
- * A supabase-js client for server-side calls to Auth, with no session
- * storage and a {@linkcode PROVIDER_TIMEOUT_MS} timeout on every request.
- * `"service"` uses the service role key (admin API).
+ * supabase-js clients for server-side calls to Auth, one per Auth URL and
+ * key (createClient builds fetch wrappers and an auth client each time,
+ * which need not happen per request), with no session storage and a
+ * {@linkcode PROVIDER_TIMEOUT_MS} timeout on every request. `deps.ts` holds
+ * one set per handler set.
  */
-export function authClient(
-  env: FunctionEnv,
-  key: "anon" | "service",
-): SupabaseClient {
-  const apiKey = key === "anon" ? env.anonKey : env.serviceRoleKey;
-  const cacheKey = `${env.supabaseUrl}\n${apiKey}`;
-  let client = _clients.get(cacheKey);
-  if (!client) {
-    client = createClient(env.supabaseUrl, apiKey, {
-      auth: {
-        persistSession: false,
-        autoRefreshToken: false,
-        detectSessionInUrl: false,
-      },
-      global: { fetch: _fetchWithTimeout },
-    });
-    _clients.set(cacheKey, client);
+export class AuthClients {
+  readonly #clients = new Map<string, SupabaseClient>();
+
+  /**
+   * The client for `env`'s Auth: `"anon"` with the anon key (`getUser`),
+   * `"service"` with the service role key (admin API).
+   *
+   * @example
+   * ```ts
+   * const admin = clients.client(env, "service").auth.admin;
+   * ```
+   */
+  client(env: FunctionEnv, key: "anon" | "service"): SupabaseClient {
+    const apiKey = key === "anon" ? env.anonKey : env.serviceRoleKey;
+    const cacheKey = `${env.supabaseUrl}\n${apiKey}`;
+    let client = this.#clients.get(cacheKey);
+    if (!client) {
+      client = createClient(env.supabaseUrl, apiKey, {
+        auth: {
+          persistSession: false,
+          autoRefreshToken: false,
+          detectSessionInUrl: false,
+        },
+        global: { fetch: _fetchWithTimeout },
+      });
+      this.#clients.set(cacheKey, client);
+    }
+    return client;
   }
-  return client;
 }
 
 /** The 503 thrown when Auth cannot answer. */
@@ -204,9 +220,9 @@ export function isProviderDown(error: AuthError): boolean {
     (error.status ?? 0) >= 500;
 }
 
-function _classify(error: AuthError, token: string): HttpError {
+function _classify(error: AuthError, token: string, now: number): HttpError {
   if (isProviderDown(error)) return providerUnavailable(error);
-  if (_isExpired(token)) return _invalidToken("JWT expired", "bad_jwt");
+  if (_isExpired(token, now)) return _invalidToken("JWT expired", "bad_jwt");
   if (isAuthSessionMissingError(error)) {
     return _invalidToken(error.message, "session_not_found");
   }
@@ -223,10 +239,10 @@ function _invalidToken(detail: string, errorCode?: string): HttpError {
 
 // Auth words expiry its own way ("token has invalid claims: token is
 // expired"); the spec promises clients exactly "JWT expired".
-function _isExpired(token: string): boolean {
+function _isExpired(token: string, now: number): boolean {
   try {
     const { exp } = decodeJwt(token);
-    return typeof exp === "number" && exp * 1000 <= Date.now();
+    return typeof exp === "number" && exp * 1000 <= now;
   } catch {
     return false;
   }

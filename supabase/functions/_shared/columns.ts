@@ -25,7 +25,8 @@ export interface OptionalColumns {
 
 // Kept per pool, not per request: each request's `sql` is its own bounded
 // view of the pool (`poolOf`), and an information_schema query per request
-// would cost more than the read it serves.
+// would cost more than the read it serves. Module state keyed by the pool
+// (passed in with the handler's deps), and gone with it.
 const _cache = new WeakMap<Sql, Promise<OptionalColumns>>();
 
 /**

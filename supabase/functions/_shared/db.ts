@@ -25,46 +25,64 @@ export const LOCK_TIMEOUT_MS = 1000;
 /** Seconds a client is told to wait after a `db_timeout` (`Retry-After`). */
 export const DB_RETRY_AFTER_S = 1;
 
-const _pools = new Map<string, Sql>();
+/** What a pool is made from: the environment's database settings. */
+export type DatabaseSettings = Pick<
+  FunctionEnv,
+  "dbUrl" | "dbPoolMax" | "dbStatementTimeoutMs"
+>;
 
 /**
- * The isolate's pool for the environment's database, created on first use,
- * wrapped so that each statement is bounded by `DB_STATEMENT_TIMEOUT_MS`
- * and cancelled when `signal` aborts (the HTTP request was abandoned).
- *
- * The pool suits many short-lived isolates sharing a small project's
- * connections: `DB_POOL_MAX` (default 2) connections, closed after 10 s
- * idle. `prepare: false` because Supabase's transaction pooler (port 6543)
- * cannot keep named prepared statements across transactions. Reconnection
- * waits at most about half a second between attempts (postgres.js's
- * default grows to 20 s), so pings answer again within 2 s of the
- * database's return.
- *
- * @example
- * ```ts
- * const sql = database(readEnv(denoEnv), req.signal);
- * const [row] = await sql`select 1 as one`;
- * ```
+ * The pools of one set of dependencies (`deps.ts` makes one per handler
+ * set): one per database URL, created on first use, each request's view of
+ * it bounded (see {@linkcode Pools.database}). Tests and the local stack
+ * end theirs with {@linkcode Pools.close}; deployed isolates simply end.
  */
-export function database(
-  env: Pick<FunctionEnv, "dbUrl" | "dbPoolMax" | "dbStatementTimeoutMs">,
-  signal?: AbortSignal,
-): Sql {
-  let sql = _pools.get(env.dbUrl);
-  if (!sql) {
-    sql = postgres({
-      ...connectionOptions(env.dbUrl),
-      max: env.dbPoolMax,
-      prepare: false,
-      idle_timeout: 10,
-      connect_timeout: 5,
-      backoff: _reconnectDelay,
-      max_lifetime: 60 * 30,
-      onnotice: () => {},
-    });
-    _pools.set(env.dbUrl, sql);
+export class Pools {
+  readonly #pools = new Map<string, Sql>();
+
+  /**
+   * The pool for the environment's database, wrapped so that each
+   * statement is bounded by `DB_STATEMENT_TIMEOUT_MS` and cancelled when
+   * `signal` aborts (the HTTP request was abandoned).
+   *
+   * The pool suits many short-lived isolates sharing a small project's
+   * connections: `DB_POOL_MAX` (default 2) connections, closed after 10 s
+   * idle. `prepare: false` because Supabase's transaction pooler (port
+   * 6543) cannot keep named prepared statements across transactions.
+   * Reconnection waits at most about half a second between attempts
+   * (postgres.js's default grows to 20 s), so pings answer again within
+   * 2 s of the database's return.
+   *
+   * @example
+   * ```ts
+   * const sql = pools.database(readEnv(denoEnv), req.signal);
+   * const [row] = await sql`select 1 as one`;
+   * ```
+   */
+  database(env: DatabaseSettings, signal?: AbortSignal): Sql {
+    let sql = this.#pools.get(env.dbUrl);
+    if (!sql) {
+      sql = postgres({
+        ...connectionOptions(env.dbUrl),
+        max: env.dbPoolMax,
+        prepare: false,
+        idle_timeout: 10,
+        connect_timeout: 5,
+        backoff: _reconnectDelay,
+        max_lifetime: 60 * 30,
+        onnotice: () => {},
+      });
+      this.#pools.set(env.dbUrl, sql);
+    }
+    return bounded(sql, { timeoutMs: env.dbStatementTimeoutMs, signal });
   }
-  return bounded(sql, { timeoutMs: env.dbStatementTimeoutMs, signal });
+
+  /** Ends every pool made so far; a later call of `database` opens anew. */
+  async close(): Promise<void> {
+    const pools = [...this.#pools.values()];
+    this.#pools.clear();
+    await Promise.all(pools.map((sql) => sql.end({ timeout: 5 })));
+  }
 }
 
 /** What {@linkcode connectionOptions} takes from a connection string. */
@@ -192,7 +210,7 @@ const _POOL = Symbol("pool");
  *
  * @example
  * ```ts
- * poolOf(database(env, req.signal)) === poolOf(database(env)); // true
+ * poolOf(pools.database(env, req.signal)) === poolOf(pools.database(env)); // true
  * ```
  */
 export function poolOf(sql: Sql): Sql {
@@ -319,7 +337,8 @@ function _bound(
           code: "57014",
         }));
         // Given up after a minute: a statement that has not run by then
-        // never will (its connection is gone).
+        // never will (its connection is gone). The system clock, not the
+        // handler's: this bounds a real timer's polling, no rule of the API.
         const until = Date.now() + 60_000;
         poll ??= setInterval(() => {
           if (q.active) q.cancel();
@@ -348,19 +367,6 @@ function _bound(
 // postgres.js's query: `active` is set once the query is the one its
 // connection is running. Not in its types.
 type _Query = postgres.PendingQuery<postgres.Row[]> & { active?: boolean };
-
-/**
- * Closes this isolate's pools: the one for `url`, or all. For tests and the
- * local stack's shutdown; deployed isolates simply end.
- */
-export async function closeDatabases(url?: string): Promise<void> {
-  const urls = url === undefined ? [..._pools.keys()] : [url];
-  await Promise.all(urls.map((u) => {
-    const sql = _pools.get(u);
-    _pools.delete(u);
-    return sql?.end({ timeout: 5 });
-  }));
-}
 
 // Seconds before reconnect attempt `retries`: 50 ms doubling to 500 ms, with
 // jitter so that isolates do not reconnect in step.

@@ -23,10 +23,12 @@
 import { PROVIDER_TIMEOUT_MS, providerUnavailable } from "./auth.ts";
 import type { FunctionEnv } from "./env.ts";
 
-// Auth's settings change only when the project is reconfigured; a minute
-// keeps a sync of many pages from asking on every call.
-const _SETTINGS_TTL_MS = 60_000;
-const _cache = new Map<string, { autoconfirm: boolean; until: number }>();
+/**
+ * How long Auth's answer about autoconfirm is used: its settings change
+ * only when the project is reconfigured, and a minute keeps a sync of many
+ * pages from asking on every call.
+ */
+export const SETTINGS_TTL_MS = 60_000;
 
 /**
  * The `app_metadata` key in which an operator vouches for an account's
@@ -59,41 +61,56 @@ export interface AddressClaim {
 }
 
 /**
- * Whether Auth confirms sign-ups at once (`mailer_autoconfirm`, from
- * `GET /auth/v1/settings`, cached a minute). Auth that cannot answer gives
- * 503 `idp_unavailable`: no rights and no link on a guess.
- *
- * supabase-js has no call for `/settings`, hence the plain `fetch`.
- *
- * @example
- * ```ts
- * if (await autoconfirms(env)) console.log("a confirmed email proves little here");
- * ```
+ * Auth's settings as the functions read them, each answer kept
+ * {@linkcode SETTINGS_TTL_MS} by the owner's clock, per Auth URL. `deps.ts`
+ * holds one per handler set.
  */
-export async function autoconfirms(env: FunctionEnv): Promise<boolean> {
-  const cached = _cache.get(env.supabaseUrl);
-  if (cached && cached.until > Date.now()) return cached.autoconfirm;
-  let settings: { mailer_autoconfirm?: unknown };
-  try {
-    const res = await fetch(`${env.supabaseUrl}/auth/v1/settings`, {
-      headers: { apikey: env.anonKey },
-      signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS),
-    });
-    if (!res.ok) {
-      await res.body?.cancel();
-      throw new Error(`Auth settings answered ${res.status}`);
-    }
-    settings = await res.json();
-  } catch (error) {
-    throw providerUnavailable(error);
+export class AuthSettings {
+  readonly #now: () => number;
+  readonly #cache = new Map<string, { autoconfirm: boolean; until: number }>();
+
+  /** Settings whose answers expire by the clock `now` (ms since the epoch). */
+  constructor(now: () => number) {
+    this.#now = now;
   }
-  // Anything but an explicit false counts as autoconfirm: the safe reading.
-  const autoconfirm = settings.mailer_autoconfirm !== false;
-  _cache.set(env.supabaseUrl, {
-    autoconfirm,
-    until: Date.now() + _SETTINGS_TTL_MS,
-  });
-  return autoconfirm;
+
+  /**
+   * Whether Auth confirms sign-ups at once (`mailer_autoconfirm`, from
+   * `GET /auth/v1/settings`). Auth that cannot answer gives 503
+   * `idp_unavailable`: no rights and no link on a guess.
+   *
+   * supabase-js has no call for `/settings`, hence the plain `fetch`.
+   *
+   * @example
+   * ```ts
+   * if (await settings.autoconfirms(env)) console.log("a confirmed email proves little here");
+   * ```
+   */
+  async autoconfirms(env: FunctionEnv): Promise<boolean> {
+    const cached = this.#cache.get(env.supabaseUrl);
+    if (cached && cached.until > this.#now()) return cached.autoconfirm;
+    let settings: { mailer_autoconfirm?: unknown };
+    try {
+      const res = await fetch(`${env.supabaseUrl}/auth/v1/settings`, {
+        headers: { apikey: env.anonKey },
+        signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS),
+      });
+      if (!res.ok) {
+        await res.body?.cancel();
+        throw new Error(`Auth settings answered ${res.status}`);
+      }
+      settings = await res.json();
+    } catch (error) {
+      throw providerUnavailable(error);
+    }
+    // Anything but an explicit false counts as autoconfirm: the safe reading.
+    const autoconfirm = settings.mailer_autoconfirm !== false;
+    this.#cache.set(env.supabaseUrl, {
+      autoconfirm,
+      until: this.#now() + SETTINGS_TTL_MS,
+    });
+    return autoconfirm;
+  }
 }
 
 /**
@@ -149,7 +166,7 @@ export function stampedByAdmin(
  * ```ts
  * await ownsListedAddress(
  *   { email: "boss@x.io", emailConfirmed: true, appMetadata: { admin_verified_email: "boss@x.io" } },
- *   () => autoconfirms(env),
+ *   () => settings.autoconfirms(env),
  * ); // true, without asking Auth's settings
  * ```
  */

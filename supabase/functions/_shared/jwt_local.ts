@@ -1,8 +1,9 @@
 /**
  * Local verification of asymmetric access tokens (ES256, RS256) against the
- * project's published JWKS, cached per isolate: presence-ping's hot path,
- * which then proves in its one SQL statement that the session still exists
- * and the user is neither banned nor deleted (docs/performance.md).
+ * project's published JWKS, cached by a {@linkcode KeySets}: presence-ping's
+ * hot path, which then proves in its one SQL statement that the session
+ * still exists and the user is neither banned nor deleted
+ * (docs/performance.md).
  *
  * Only a success is decided here. Anything else — HS256, a `kid` that is
  * not published, a bad signature, an expired token — returns `null` and the
@@ -18,8 +19,6 @@ import {
   decodeProtectedHeader,
   errors,
   type JWK,
-  jwksCache,
-  type JWKSCacheInput,
   jwtVerify,
 } from "jose";
 import { PROVIDER_TIMEOUT_MS, providerUnavailable } from "./auth.ts";
@@ -51,150 +50,165 @@ interface _KeySet {
   readonly verify:
     | ReturnType<typeof createRemoteJWKSet>
     | ReturnType<typeof createLocalJWKSet>;
-  /** jose writes the keys and `uat` (when they were fetched, ms) here. */
-  readonly fetched: JWKSCacheInput;
+  /** Fetches the keys again; a set from `SUPABASE_JWKS` has none. */
+  readonly reload?: () => Promise<void>;
+  /**
+   * When the copy in use was fetched, by the owner's clock (`undefined`
+   * until the first fetch, and for a set from `SUPABASE_JWKS`).
+   */
+  fetchedAt?: number;
 }
 
-// jose's remote set caches the keys (JWKS_MAX_AGE_MS), refetches on an
-// unknown kid at most every 30 s, and times out like every other call to
-// Auth.
-const _jwks = new Map<string, _KeySet>();
+const _CACHE_ENTRIES = 10_000;
 
-// The platform's SUPABASE_JWKS, where set, spares the fetch: the same keys
-// the endpoint publishes, handed to the function at start. The environment
-// is read per request, so sets are kept by their text; tokens verified with
-// them are dated by the verification (the set lives as long as the isolate).
-const _localJwks = new Map<string, _KeySet>();
+/**
+ * The key sets a handler set verifies with, and the tokens it verified:
+ * `deps.ts` holds one per handler set, with its clock.
+ *
+ * Fetched key sets are kept per Auth URL and used for
+ * {@linkcode JWKS_MAX_AGE_MS} by `now`; jose refetches on an unknown `kid`
+ * at most every 30 s, and times out like every other call to Auth. The
+ * platform's `SUPABASE_JWKS`, where set, spares the fetch: the same keys
+ * the endpoint publishes, handed to the function at start; the environment
+ * is read per request, so those sets are kept by their text, and tokens
+ * verified with them are dated by the verification.
+ *
+ * Verified tokens are kept per Auth URL and issuer: a ping with a token seen
+ * before skips the signature check (the database still proves the session
+ * on every ping). 10,000 tokens of about 1 KiB at most per issuer; no entry
+ * outlives the copy of the key set that verified it, or the token's `exp`.
+ */
+export class KeySets {
+  readonly #now: () => number;
+  readonly #remote = new Map<string, _KeySet>();
+  readonly #local = new Map<string, _KeySet>();
+  readonly #verified = new Map<string, TokenCache<SessionClaims>>();
 
-function _keySet(env: FunctionEnv): _KeySet {
-  if (env.jwks) {
-    const text = JSON.stringify(env.jwks.keys);
-    let local = _localJwks.get(text);
-    if (!local) {
-      local = {
-        verify: createLocalJWKSet({ keys: [...env.jwks.keys] as JWK[] }),
-        fetched: {},
-      };
-      _localJwks.set(text, local);
-    }
-    return local;
+  /** Key sets judged by the clock `now` (ms since the epoch). */
+  constructor(now: () => number) {
+    this.#now = now;
   }
-  let set = _jwks.get(env.supabaseUrl);
-  if (!set) {
-    const fetched: JWKSCacheInput = {};
-    set = {
-      fetched,
-      verify: createRemoteJWKSet(
+
+  /**
+   * Verifies an asymmetric token locally; `null` when Auth must decide. A
+   * token verified before by this instance, and not past its `exp`, is
+   * answered from the cache.
+   *
+   * @example
+   * ```ts
+   * const claims = await keys.verify(token, env);
+   * if (!claims) identity = await deps.authenticate(token, env);
+   * ```
+   */
+  async verify(
+    token: string,
+    env: FunctionEnv,
+  ): Promise<SessionClaims | null> {
+    const cache = this.#cacheFor(env);
+    const known = cache.get(token, this.#now());
+    if (known) return known;
+    let header;
+    try {
+      header = decodeProtectedHeader(token);
+    } catch {
+      return null;
+    }
+    if (!header.kid || !_ALGORITHMS.includes(header.alg ?? "")) return null;
+    try {
+      const keys = await this.#fresh(env);
+      // The copy in use before the call is the oldest one the signature
+      // can have been checked against (jose may fetch a newer one during
+      // the call, on an unknown kid): the cache entry is dated by it.
+      const fetchedBefore = keys.fetchedAt;
+      // Auth issues access tokens with `iss` = its own URL and `aud` =
+      // "authenticated"; a token signed by the same keys for another
+      // issuer or audience is left to Auth.
+      const { payload } = await jwtVerify(token, keys.verify, {
+        algorithms: _ALGORITHMS,
+        issuer: env.tokenIssuer,
+        audience: ACCESS_TOKEN_AUDIENCE,
+        currentDate: new Date(this.#now()),
+      });
+      const sub = payload.sub;
+      const sessionId = payload.session_id;
+      if (
+        typeof sub !== "string" || !_UUID.test(sub) ||
+        typeof sessionId !== "string" || !_UUID.test(sessionId)
+      ) return null;
+      const claims = { sub, sessionId };
+      // Without `exp` a token would be good for ever: verified every time.
+      if (typeof payload.exp === "number") {
+        const now = this.#now();
+        cache.set(token, claims, payload.exp, now, fetchedBefore ?? now);
+      }
+      return claims;
+    } catch (error) {
+      if (error instanceof errors.JWKSTimeout || error instanceof TypeError) {
+        throw providerUnavailable(error);
+      }
+      return null;
+    }
+  }
+
+  /**
+   * Forgets the tokens verified so far (all key sets). For benchmarks that
+   * need every token to be verified afresh.
+   */
+  forgetVerified(): void {
+    for (const cache of this.#verified.values()) cache.clear();
+  }
+
+  // The key set for `env`, a fetched one refetched once its copy is
+  // JWKS_MAX_AGE_MS old by this instance's clock (jose's own age limit is
+  // off: it reads the system clock).
+  async #fresh(env: FunctionEnv): Promise<_KeySet> {
+    const set = this.#keySet(env);
+    if (!set.reload) return set;
+    const at = this.#now();
+    if (set.fetchedAt === undefined || at >= set.fetchedAt + JWKS_MAX_AGE_MS) {
+      await set.reload();
+      set.fetchedAt = at;
+    }
+    return set;
+  }
+
+  #keySet(env: FunctionEnv): _KeySet {
+    if (env.jwks) {
+      const text = JSON.stringify(env.jwks.keys);
+      let local = this.#local.get(text);
+      if (!local) {
+        const keys = [...env.jwks.keys] as JWK[];
+        local = { verify: createLocalJWKSet({ keys }) };
+        this.#local.set(text, local);
+      }
+      return local;
+    }
+    let set = this.#remote.get(env.supabaseUrl);
+    if (!set) {
+      const verify = createRemoteJWKSet(
         new URL(`${env.supabaseUrl}/auth/v1/.well-known/jwks.json`),
         {
           timeoutDuration: PROVIDER_TIMEOUT_MS,
           cooldownDuration: 30_000,
-          cacheMaxAge: JWKS_MAX_AGE_MS,
-          // jose fills it in: when the copy in use was fetched.
-          [jwksCache]: fetched,
+          cacheMaxAge: Infinity,
         },
-      ),
-    };
-    _jwks.set(env.supabaseUrl, set);
-  }
-  return set;
-}
-
-function _fetchedAt(keys: _KeySet): number | undefined {
-  return "uat" in keys.fetched ? keys.fetched.uat : undefined;
-}
-
-// Tokens verified in this isolate, per key set and issuer: a ping with a
-// token seen before skips the signature check (the database still proves
-// the session on every ping). 10,000 tokens of about 1 KiB at most; no
-// entry outlives the copy of the key set that verified it, or the token's
-// `exp`.
-const _verified = new Map<string, TokenCache<SessionClaims>>();
-const _CACHE_ENTRIES = 10_000;
-
-function _cacheFor(env: FunctionEnv): TokenCache<SessionClaims> {
-  const key = `${env.supabaseUrl}\n${env.tokenIssuer}`;
-  let cache = _verified.get(key);
-  if (!cache) {
-    cache = new TokenCache({
-      maxEntries: _CACHE_ENTRIES,
-      maxAgeMs: JWKS_MAX_AGE_MS,
-    });
-    _verified.set(key, cache);
-  }
-  return cache;
-}
-
-/**
- * Forgets the tokens this isolate verified (all key sets). For benchmarks
- * and tests that need every token to be verified afresh.
- */
-export function forgetVerifiedTokens(): void {
-  for (const cache of _verified.values()) cache.clear();
-}
-
-/**
- * Verifies an asymmetric token locally; `null` when Auth must decide. A
- * token verified before in this isolate, and not past its `exp`, is
- * answered from the cache.
- *
- * @example
- * ```ts
- * const claims = await verifyAsymmetric(token, env);
- * if (!claims) identity = await authenticate(token, env);
- * ```
- */
-export async function verifyAsymmetric(
-  token: string,
-  env: FunctionEnv,
-): Promise<SessionClaims | null> {
-  const cache = _cacheFor(env);
-  const known = cache.get(token);
-  if (known) return known;
-  let header;
-  try {
-    header = decodeProtectedHeader(token);
-  } catch {
-    return null;
-  }
-  if (!header.kid || !_ALGORITHMS.includes(header.alg ?? "")) return null;
-  try {
-    // Auth issues access tokens with `iss` = its own URL and `aud` =
-    // "authenticated"; a token signed by the same keys for another issuer
-    // or audience is left to Auth.
-    const keys = _keySet(env);
-    // The copy in use before the call, if any, is the oldest one the
-    // signature can have been checked against (a reload may replace it
-    // during the call): the cache entry is dated by it.
-    const fetchedBefore = _fetchedAt(keys);
-    const { payload } = await jwtVerify(token, keys.verify, {
-      algorithms: _ALGORITHMS,
-      issuer: env.tokenIssuer,
-      audience: ACCESS_TOKEN_AUDIENCE,
-    });
-    const sub = payload.sub;
-    const sessionId = payload.session_id;
-    if (
-      typeof sub !== "string" || !_UUID.test(sub) ||
-      typeof sessionId !== "string" || !_UUID.test(sessionId)
-    ) return null;
-    const claims = { sub, sessionId };
-    // Without `exp` a token would be good for ever: verified every time.
-    if (typeof payload.exp === "number") {
-      const now = Date.now();
-      cache.set(
-        token,
-        claims,
-        payload.exp,
-        now,
-        fetchedBefore ?? _fetchedAt(keys) ?? now,
       );
+      set = { verify, reload: () => verify.reload() };
+      this.#remote.set(env.supabaseUrl, set);
     }
-    return claims;
-  } catch (error) {
-    if (error instanceof errors.JWKSTimeout || error instanceof TypeError) {
-      throw providerUnavailable(error);
+    return set;
+  }
+
+  #cacheFor(env: FunctionEnv): TokenCache<SessionClaims> {
+    const key = `${env.supabaseUrl}\n${env.tokenIssuer}`;
+    let cache = this.#verified.get(key);
+    if (!cache) {
+      cache = new TokenCache({
+        maxEntries: _CACHE_ENTRIES,
+        maxAgeMs: JWKS_MAX_AGE_MS,
+      });
+      this.#verified.set(key, cache);
     }
-    return null;
+    return cache;
   }
 }

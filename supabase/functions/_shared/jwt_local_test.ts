@@ -1,24 +1,24 @@
 import assert from "node:assert/strict";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { readEnv } from "./env.ts";
-import {
-  forgetVerifiedTokens,
-  JWKS_MAX_AGE_MS,
-  verifyAsymmetric,
-} from "./jwt_local.ts";
+import { JWKS_MAX_AGE_MS, KeySets } from "./jwt_local.ts";
 
 const SUB = "00000000-0000-4000-8000-000000000001";
 const SESSION = "00000000-0000-4000-8000-000000000002";
 
-Deno.test("verifyAsymmetric: a signing key withdrawn from the JWKS stops being honoured within JWKS_MAX_AGE_MS, cached tokens included", async () => {
+// A loopback JWKS endpoint publishing `keys()`, counting its fetches.
+async function jwksServer() {
   const { privateKey, publicKey } = await generateKeyPair("ES256", {
     extractable: true,
   });
   const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "ES256" };
-  let published = [jwk];
+  const state = { published: [jwk] as unknown[], fetches: 0 };
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    () => Response.json({ keys: published }),
+    () => {
+      state.fetches++;
+      return Response.json({ keys: state.published });
+    },
   );
   const url = `http://127.0.0.1:${server.addr.port}`;
   const env = readEnv((name) =>
@@ -29,39 +29,81 @@ Deno.test("verifyAsymmetric: a signing key withdrawn from the JWKS stops being h
       SUPABASE_DB_URL: "postgresql://unused",
     })[name]
   );
-  // The isolate's clock, moved by the test (jose reads Date.now too).
-  const realNow = Date.now;
-  const t0 = realNow();
-  let offset = 0;
-  Date.now = () => t0 + offset;
-  const token = (jti: string) =>
+  const token = (jti: string, exp: number) =>
     new SignJWT({ session_id: SESSION, jti })
       .setProtectedHeader({ alg: "ES256", kid: "k1" })
       .setSubject(SUB)
       .setIssuer(env.tokenIssuer)
       .setAudience("authenticated")
-      .setExpirationTime(Math.floor(t0 / 1000) + 3 * 3600)
+      .setExpirationTime(exp)
       .sign(privateKey);
+  return { env, state, token, close: () => server.shutdown() };
+}
+
+Deno.test("KeySets.verify: a signing key withdrawn from the JWKS stops being honoured within JWKS_MAX_AGE_MS of the injected clock, cached tokens included", async () => {
+  const jwks = await jwksServer();
+  // The key set's clock, moved by the test; the system clock stays put.
+  const t0 = Date.now();
+  let offset = 0;
+  const keys = new KeySets(() => t0 + offset);
+  const exp = Math.floor(t0 / 1000) + 3 * 3600;
   try {
-    const first = await token("first");
-    assert.deepEqual(await verifyAsymmetric(first, env), {
+    const first = await jwks.token("first", exp);
+    assert.deepEqual(await keys.verify(first, jwks.env), {
       sub: SUB,
       sessionId: SESSION,
     });
-    published = []; // the key is withdrawn right after the fetch
+    jwks.state.published = []; // the key is withdrawn right after the fetch
     offset = JWKS_MAX_AGE_MS - 60_000;
-    const late = await token("late");
+    const late = await jwks.token("late", exp);
     // The copy of the key set in use still has the key: honoured, cached.
-    assert.notEqual(await verifyAsymmetric(late, env), null);
-    assert.notEqual(await verifyAsymmetric(late, env), null);
+    assert.notEqual(await keys.verify(late, jwks.env), null);
+    assert.notEqual(await keys.verify(late, jwks.env), null);
+    assert.equal(jwks.state.fetches, 1);
     offset = JWKS_MAX_AGE_MS;
     // The copy has expired: the key set is fetched again, the key is gone,
     // and neither token is honoured any longer (Auth decides instead).
-    assert.equal(await verifyAsymmetric(late, env), null);
-    assert.equal(await verifyAsymmetric(first, env), null);
+    assert.equal(await keys.verify(late, jwks.env), null);
+    assert.equal(await keys.verify(first, jwks.env), null);
+    assert.equal(jwks.state.fetches, 2);
   } finally {
-    Date.now = realNow;
-    forgetVerifiedTokens();
-    await server.shutdown();
+    await jwks.close();
+  }
+});
+
+Deno.test("KeySets.verify: a token past its exp by the injected clock is left to Auth, though the system clock still takes it", async () => {
+  const jwks = await jwksServer();
+  const t0 = Date.now();
+  let offset = 0;
+  const keys = new KeySets(() => t0 + offset);
+  try {
+    const token = await jwks.token("soon", Math.floor(t0 / 1000) + 120);
+    assert.notEqual(await keys.verify(token, jwks.env), null);
+    offset = 120_000;
+    assert.equal(await keys.verify(token, jwks.env), null);
+  } finally {
+    await jwks.close();
+  }
+});
+
+Deno.test("KeySets: two instances share neither key sets nor verified tokens", async () => {
+  const jwks = await jwksServer();
+  try {
+    const token = await jwks.token(
+      "shared",
+      Math.floor(Date.now() / 1000) + 600,
+    );
+    const a = new KeySets(() => Date.now());
+    const b = new KeySets(() => Date.now());
+    assert.notEqual(await a.verify(token, jwks.env), null);
+    assert.equal(jwks.state.fetches, 1);
+    // `a` withdraws nothing from `b`: b fetches its own copy, which no
+    // longer has the key, and does not answer from a's verified tokens.
+    jwks.state.published = [];
+    assert.equal(await b.verify(token, jwks.env), null);
+    assert.equal(jwks.state.fetches, 2);
+    assert.notEqual(await a.verify(token, jwks.env), null);
+  } finally {
+    await jwks.close();
   }
 });

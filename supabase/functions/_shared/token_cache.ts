@@ -38,8 +38,8 @@ interface _Entry<V> {
  * @example
  * ```ts
  * const cache = new TokenCache<SessionClaims>({ maxEntries: 10_000, maxAgeMs: 600_000 });
- * cache.set(token, claims, payload.exp!);
- * cache.get(token); // claims, until exp
+ * cache.set(token, claims, payload.exp!, Date.now());
+ * cache.get(token, Date.now()); // claims, until exp
  * ```
  */
 export class TokenCache<V> {
@@ -59,8 +59,11 @@ export class TokenCache<V> {
     return this.#entries.size;
   }
 
-  /** What `token` said when verified, or `undefined` when unknown or past its time. */
-  get(token: string, now: number = Date.now()): V | undefined {
+  /**
+   * What `token` said when verified, or `undefined` when unknown or past
+   * its time at `now` (ms since the epoch, the caller's clock).
+   */
+  get(token: string, now: number): V | undefined {
     const entry = this.#entries.get(token);
     if (!entry) return undefined;
     if (now >= entry.until) {
@@ -74,13 +77,13 @@ export class TokenCache<V> {
    * Remembers a verified token until its `exp` (seconds since the epoch) or
    * `maxAgeMs` after `keysFetchedAt` (when the keys that verified it were
    * fetched; default `now`), whichever is first. A token already past
-   * either is not stored.
+   * either at `now` (the caller's clock) is not stored.
    */
   set(
     token: string,
     value: V,
     exp: number,
-    now: number = Date.now(),
+    now: number,
     keysFetchedAt: number = now,
   ): void {
     const until = Math.min(

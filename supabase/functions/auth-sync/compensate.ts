@@ -16,7 +16,7 @@
  * @module
  */
 import { publicDbError, type Sql } from "../_shared/db.ts";
-import type { FunctionEnv } from "../_shared/env.ts";
+import type { AuthAdmin } from "../_shared/deps.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import {
@@ -28,12 +28,7 @@ import {
 import { AuditedError, type Field } from "./audit.ts";
 import { type IntentOutcome, settleIntent } from "./intent.ts";
 import { type Lease, renewLease } from "./lease.ts";
-import {
-  adminApi,
-  answerLost,
-  type LostAnswer,
-  type ProviderField,
-} from "./provider.ts";
+import { answerLost, type LostAnswer, type ProviderField } from "./provider.ts";
 
 /** The change a call made (or tried to make) at Auth. */
 export type ProviderChange =
@@ -54,10 +49,11 @@ export type ProviderChange =
     readonly password: boolean;
   };
 
-/** Where a compensation runs: the call's lease and intent. */
+/** Where a compensation runs: the call's Auth admin API, lease and intent. */
 export interface Scope {
   readonly sql: Sql;
-  readonly env: FunctionEnv;
+  /** The Auth admin API the call changed the account through. */
+  readonly admin: AuthAdmin;
   readonly lease: Lease;
   readonly intentId: string;
 }
@@ -216,7 +212,7 @@ async function _settle(scope: Scope, undone: _Undone): Promise<void> {
 async function _restoreEmail(scope: Scope, account: Account): Promise<boolean> {
   const previous = account.email;
   if (previous === null || !(await _leaseLeft(scope))) return false;
-  const { error } = await adminApi(scope.env).updateUserById(account.id, {
+  const { error } = await scope.admin.updateUserById(account.id, {
     email: previous,
     ...(account.emailConfirmed ? { email_confirm: true } : {}),
   });
@@ -238,7 +234,7 @@ async function _deleteAccount(
   accountId: string,
 ): Promise<boolean> {
   if (!(await _leaseLeft(scope))) return false;
-  const { error } = await adminApi(scope.env).deleteUser(accountId);
+  const { error } = await scope.admin.deleteUser(accountId);
   if (!error) return true;
   _log("Created account not deleted", error);
   if (!answerLost(error)) return false;

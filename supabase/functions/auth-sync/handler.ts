@@ -14,8 +14,8 @@
 import { bearerToken, type Identity, serverCaller } from "../_shared/auth.ts";
 import { adminPolicy, requireAdmin } from "../_shared/admin.ts";
 import type { Sql } from "../_shared/db.ts";
-import { type FunctionDeps, realDeps } from "../_shared/deps.ts";
-import { denoEnv, type EnvSource } from "../_shared/env.ts";
+import type { FunctionDeps } from "../_shared/deps.ts";
+import type { EnvSource } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
   createFunction,
@@ -27,6 +27,7 @@ import { logEvent } from "../_shared/log.ts";
 import { type Actor, auditRefusal, userActor } from "./audit.ts";
 import { findUsuario, matchRules } from "../_shared/match_user.ts";
 import { reconcile } from "./reconcile.ts";
+import { callDeps } from "./provider.ts";
 import { parseRequest } from "./schema.ts";
 import { syncUsuarios } from "./sync.ts";
 import { updateUsuario } from "./update.ts";
@@ -52,7 +53,7 @@ export async function authSync(
     const server = serverCaller(req, ctx.env);
     if (server) {
       const actor: Actor = { kind: server.via, id: null, email: null };
-      return await _serve(req, ctx, sql, actor);
+      return await _serve(req, ctx, sql, deps, actor);
     }
     identity = await deps.authenticate(bearerToken(req), ctx.env);
   } catch (error) {
@@ -61,7 +62,7 @@ export async function authSync(
   }
   const row = await findUsuario(sql, identity, matchRules(ctx.env));
   try {
-    await requireAdmin(identity, row, adminPolicy(ctx.env));
+    await requireAdmin(identity, row, adminPolicy(ctx.env, deps.autoconfirms));
   } catch (error) {
     _logRefused(error, ctx, identity);
     if (error instanceof HttpError && error.code === "admin_required") {
@@ -74,7 +75,7 @@ export async function authSync(
     }
     throw error;
   }
-  return await _serve(req, ctx, sql, userActor(identity));
+  return await _serve(req, ctx, sql, deps, userActor(identity));
 }
 
 // The body, read only once the caller has the right to be answered.
@@ -82,18 +83,20 @@ async function _serve(
   req: Request,
   ctx: RequestContext,
   sql: Sql,
+  deps: FunctionDeps,
   actor: Actor,
 ): Promise<Response> {
   const body = parseRequest(await readJsonBody(req));
+  const call = callDeps(ctx.env, deps);
   if (body.action === "update") {
-    const result = await updateUsuario(sql, ctx.env, actor, body);
+    const result = await updateUsuario(sql, call, actor, body);
     return json({ ok: true, ...result });
   }
   if (body.action === "reconcile") {
     const result = await reconcile(sql, body);
     return json({ ok: true, ...result });
   }
-  const result = await syncUsuarios(sql, ctx.env, actor, body);
+  const result = await syncUsuarios(sql, call, actor, body);
   return json({ ok: true, ...result });
 }
 
@@ -116,19 +119,19 @@ function _logRefused(
 }
 
 /**
- * The handler `Deno.serve` takes. `env` defaults to the process environment
- * and `deps` to the real ones; the local gateway and tests pass their own.
- * (The Auth admin API is reached through `provider.ts`, whose client is
- * kept per Auth URL and key by `_shared/auth.ts`.)
+ * The handler `Deno.serve` takes, over the environment `env` and the
+ * dependencies `deps` (the pool, Auth's user and admin APIs, its settings,
+ * the clock): `index.ts` wires the real ones, the local gateway and tests
+ * their own.
  *
  * @example
  * ```ts
- * Deno.serve(createAuthSync(denoEnv, realDeps));
+ * Deno.serve(createAuthSync(denoEnv, createDeps()));
  * ```
  */
 export function createAuthSync(
-  env: EnvSource = denoEnv,
-  deps: FunctionDeps = realDeps,
+  env: EnvSource,
+  deps: FunctionDeps,
 ): (req: Request) => Promise<Response> {
   return createFunction(
     "auth-sync",

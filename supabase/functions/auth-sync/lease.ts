@@ -131,24 +131,25 @@ export async function releaseLease(sql: Sql, lease: Lease): Promise<void> {
 
 /**
  * Runs `work` while holding the lease of row `targetId`, waiting up to
- * {@linkcode LEASE_WAIT_MS} for a running update of the same row to finish;
- * after that, 409 `target_busy` with `Retry-After`.
+ * {@linkcode LEASE_WAIT_MS} by the clock `now` for a running update of the
+ * same row to finish; after that, 409 `target_busy` with `Retry-After`.
  *
  * @example
  * ```ts
- * const user = await withLease(sql, 42, (lease) => applyUpdate(sql, lease));
+ * const user = await withLease(sql, 42, deps.now, (lease) => applyUpdate(sql, lease));
  * ```
  */
 export async function withLease<T>(
   sql: Sql,
   targetId: number,
+  now: () => number,
   work: (lease: Lease) => Promise<T>,
 ): Promise<T> {
   const holder = crypto.randomUUID();
-  const deadline = Date.now() + LEASE_WAIT_MS;
+  const deadline = now() + LEASE_WAIT_MS;
   let pause = 20;
   while (!(await _tryAcquire(sql, targetId, holder))) {
-    if (Date.now() >= deadline) {
+    if (now() >= deadline) {
       throw new HttpError("target_busy", { headers: { "Retry-After": "1" } });
     }
     // Jittered, growing pauses: waiters do not poll in lock step.

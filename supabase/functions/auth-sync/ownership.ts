@@ -11,10 +11,8 @@
  *
  * @module
  */
-import { autoconfirms, confirmedByMail } from "../_shared/email_proof.ts";
+import { confirmedByMail } from "../_shared/email_proof.ts";
 import type { Account } from "./accounts.ts";
-
-export { autoconfirms };
 
 /**
  * Whether `account` is proven to own its email: confirmed, on a project

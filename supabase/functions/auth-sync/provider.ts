@@ -16,13 +16,13 @@
  *
  * @module
  */
-import type { AuthError, SupabaseClient } from "@supabase/supabase-js";
+import type { AuthError } from "@supabase/supabase-js";
 import {
-  authClient,
   isProviderDown,
   providerUnavailable,
   requestNotSent,
 } from "../_shared/auth.ts";
+import type { AuthAdmin, FunctionDeps } from "../_shared/deps.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { redact } from "../_shared/log.ts";
@@ -32,20 +32,40 @@ import { AuditedError, type AuditNote } from "./audit.ts";
 export type ProviderField = "email" | "password";
 
 /**
- * The Auth admin API through the functions' shared service-role client
- * (no session storage, the 5 s provider timeout per request, a
- * request that never left marked as such).
+ * What an auth-sync call asks of Supabase Auth, and the clock it keeps
+ * time by: taken from the handler's dependencies by {@linkcode callDeps}.
+ */
+export interface CallDeps {
+  /**
+   * The admin API through the service-role client (no session storage, the
+   * 5 s provider timeout per request, a request that never left marked as
+   * such).
+   */
+  readonly admin: AuthAdmin;
+  /** Whether Auth confirms sign-ups at once (`mailer_autoconfirm`). */
+  readonly autoconfirm: () => Promise<boolean>;
+  /** The clock, ms since the epoch (the lease's wait). */
+  readonly now: () => number;
+}
+
+/**
+ * The {@linkcode CallDeps} of one call over `env`.
  *
  * @example
  * ```ts
- * const { error } = await adminApi(env).updateUserById(id, { email });
+ * const { admin } = callDeps(ctx.env, deps);
+ * const { error } = await admin.updateUserById(id, { email });
  * if (error && answerLost(error)) {
  *   // read the account back before saying what happened
  * }
  * ```
  */
-export function adminApi(env: FunctionEnv): SupabaseClient["auth"]["admin"] {
-  return authClient(env, "service").auth.admin;
+export function callDeps(env: FunctionEnv, deps: FunctionDeps): CallDeps {
+  return {
+    admin: deps.authAdmin(env),
+    autoconfirm: () => deps.autoconfirms(env),
+    now: deps.now,
+  };
 }
 
 /**

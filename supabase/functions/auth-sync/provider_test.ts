@@ -1,9 +1,14 @@
 import assert from "node:assert/strict";
 import { AuthApiError, AuthRetryableFetchError } from "@supabase/supabase-js";
+import { createDeps } from "../_shared/deps.ts";
 import { type FunctionEnv, readEnv } from "../_shared/env.ts";
 import { errorResponse } from "../_shared/errors.ts";
 import { AuditedError } from "./audit.ts";
-import { adminApi, answerLost, lostAnswerError } from "./provider.ts";
+import { answerLost, lostAnswerError } from "./provider.ts";
+
+// The admin API as the handler gets it (deps.authAdmin): the shared
+// service-role client with the provider timeout and the not-sent marking.
+const adminApi = (env: FunctionEnv) => createDeps().authAdmin(env);
 
 const ACCOUNT = "00000000-0000-4000-8000-000000000001";
 

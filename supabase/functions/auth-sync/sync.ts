@@ -27,7 +27,6 @@
 import postgres from "postgres";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
-import type { FunctionEnv } from "../_shared/env.ts";
 import { HttpError } from "../_shared/errors.ts";
 import {
   type Account,
@@ -35,7 +34,8 @@ import {
   linkedRows,
   normalizeEmail,
 } from "./accounts.ts";
-import { autoconfirms, ownsEmail } from "./ownership.ts";
+import { ownsEmail } from "./ownership.ts";
+import type { CallDeps } from "./provider.ts";
 import { type Actor, auditFailure } from "./audit.ts";
 import type { SyncRequest } from "./schema.ts";
 
@@ -72,19 +72,19 @@ export interface SyncResult {
  *
  * @example
  * ```ts
- * const page = await syncUsuarios(sql, env, actor, { action: "sync", limit: 100, dry_run: true });
+ * const page = await syncUsuarios(sql, callDeps(env, deps), actor, { action: "sync", limit: 100, dry_run: true });
  * ```
  */
 export async function syncUsuarios(
   sql: Sql,
-  env: FunctionEnv,
+  call: CallDeps,
   actor: Actor,
   input: SyncRequest,
 ): Promise<SyncResult> {
   try {
     return await withColumns(
       sql,
-      (columns) => _sync(sql, env, actor, input, columns),
+      (columns) => _sync(sql, call, actor, input, columns),
     );
   } catch (error) {
     if (error instanceof HttpError) throw error;
@@ -113,7 +113,7 @@ interface _Row {
 
 async function _sync(
   sql: Sql,
-  env: FunctionEnv,
+  call: CallDeps,
   actor: Actor,
   input: SyncRequest,
   columns: OptionalColumns,
@@ -131,7 +131,7 @@ async function _sync(
   // Asked only when some row needs it.
   let autoconfirm: boolean | undefined;
   const proven = async (account: Account) =>
-    ownsEmail(account, autoconfirm ??= await autoconfirms(env));
+    ownsEmail(account, autoconfirm ??= await call.autoconfirm());
   const results: SyncRowResult[] = [];
   for (const row of rows) {
     const linked = row.auth_user_id ? byId.get(row.auth_user_id) : undefined;

@@ -39,7 +39,6 @@ import postgres from "postgres";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
-import type { FunctionEnv } from "../_shared/env.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent, redact } from "../_shared/log.ts";
 import {
@@ -49,7 +48,7 @@ import {
   linkedRows,
   normalizeEmail,
 } from "./accounts.ts";
-import { autoconfirms, ownsEmail } from "./ownership.ts";
+import { ownsEmail } from "./ownership.ts";
 import {
   type Actor,
   AuditedError,
@@ -79,7 +78,7 @@ import {
   renewLease,
   withLease,
 } from "./lease.ts";
-import { adminApi, answerLost, lostAnswerError } from "./provider.ts";
+import { answerLost, type CallDeps, lostAnswerError } from "./provider.ts";
 import { type UpdateRequest, validationFailed } from "./schema.ts";
 
 /** A `usuarios` row as the update answer shows it. */
@@ -110,12 +109,12 @@ export interface UpdateResult {
  *
  * @example
  * ```ts
- * const result = await updateUsuario(sql, env, actor, { action: "update", id: 42, email: "new@example.com" });
+ * const result = await updateUsuario(sql, callDeps(env, deps), actor, { action: "update", id: 42, email: "new@example.com" });
  * ```
  */
 export async function updateUsuario(
   sql: Sql,
-  env: FunctionEnv,
+  call: CallDeps,
   actor: Actor,
   input: UpdateRequest,
 ): Promise<UpdateResult> {
@@ -123,10 +122,11 @@ export async function updateUsuario(
     return await withLease(
       sql,
       input.id,
+      call.now,
       (lease) =>
         withColumns(
           sql,
-          (columns) => _update(sql, env, actor, input, columns, lease),
+          (columns) => _update(sql, call, actor, input, columns, lease),
         ),
     );
   } catch (error) {
@@ -160,7 +160,7 @@ interface _Row {
 
 async function _update(
   sql: Sql,
-  env: FunctionEnv,
+  call: CallDeps,
   actor: Actor,
   input: UpdateRequest,
   columns: OptionalColumns,
@@ -170,7 +170,7 @@ async function _update(
   const row = await _readRow(sql, input.id, columns);
   if (!row) throw new HttpError("target_not_found");
   await _refuseTaken(sql, row, input);
-  const { account, link } = await _rowAccount(sql, env, row, columns, input);
+  const { account, link } = await _rowAccount(sql, call, row, columns, input);
   if (input.email !== undefined) {
     const { byEmail } = await findAccounts(sql, { emails: [input.email] });
     const owner = byEmail.get(input.email);
@@ -188,7 +188,7 @@ async function _update(
     ? await _announce(sql, lease, actor, row, plan, rowSet)
     : null;
   const change = plan && intentId
-    ? await _applyProvider({ sql, env, lease, intentId }, plan)
+    ? await _applyProvider({ sql, admin: call.admin, lease, intentId }, plan)
     : null;
   const accountId = change?.kind === "created"
     ? change.accountId
@@ -209,7 +209,7 @@ async function _update(
   } catch (error) {
     if (!change || !intentId) throw error;
     return await _afterFailedWrite(
-      { sql, env, lease, intentId },
+      { sql, admin: call.admin, lease, intentId },
       change,
       error,
       { row, rowSet, accountId, changed },
@@ -347,7 +347,7 @@ async function _refuseTaken(
 // new password to whoever signed up first with the address: 409.
 async function _rowAccount(
   sql: Sql,
-  env: FunctionEnv,
+  call: CallDeps,
   row: _Row,
   columns: OptionalColumns,
   input: UpdateRequest,
@@ -368,7 +368,7 @@ async function _rowAccount(
       return { account: null, link: false };
     }
   }
-  if (!ownsEmail(byCorreo, await autoconfirms(env))) {
+  if (!ownsEmail(byCorreo, await call.autoconfirm())) {
     if (input.email === undefined && input.password === undefined) {
       return { account: null, link: false };
     }
@@ -472,7 +472,7 @@ async function _applyProvider(
     await _settleUnchanged(scope);
     throw error;
   }
-  const admin = adminApi(scope.env);
+  const { admin } = scope;
   if (plan.kind === "update") {
     const { email, password } = plan;
     const change: ProviderChange = {
@@ -485,13 +485,7 @@ async function _applyProvider(
       ...(email !== null ? { email, email_confirm: true } : {}),
       ...(password !== null ? { password } : {}),
     });
-    if (error && answerLost(error)) {
-      throw lostAnswerError(await settleLostAnswer(scope, change), error);
-    }
-    if (error) {
-      await _settleUnchanged(scope);
-      throw _providerError(error);
-    }
+    if (error) throw await _failure(scope, change, error);
     return change;
   }
   const { data, error } = await admin.createUser({
@@ -506,14 +500,22 @@ async function _applyProvider(
     email: plan.email,
     requestId: plan.requestId,
   };
-  if (error && answerLost(error)) {
-    throw lostAnswerError(await settleLostAnswer(scope, change), error);
-  }
-  if (error) {
-    await _settleUnchanged(scope);
-    throw _providerError(error);
-  }
+  if (error) throw await _failure(scope, change, error);
   return change;
+}
+
+// What to answer after Auth's error on `change`: a lost answer is read
+// back (and undone where it can be) first; a refusal changed nothing.
+async function _failure(
+  scope: Scope,
+  change: ProviderChange,
+  error: AuthError,
+): Promise<HttpError> {
+  if (answerLost(error)) {
+    return lostAnswerError(await settleLostAnswer(scope, change), error);
+  }
+  await _settleUnchanged(scope);
+  return _providerError(error);
 }
 
 // Auth refused or was never called: the intent is settled `unchanged`. The

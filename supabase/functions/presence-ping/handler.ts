@@ -14,8 +14,8 @@ import { z } from "zod";
 import { bearerToken, type Identity } from "../_shared/auth.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
 import { isAuthSchemaError } from "../_shared/db_function.ts";
-import { type FunctionDeps, realDeps } from "../_shared/deps.ts";
-import { denoEnv, type EnvSource, type FunctionEnv } from "../_shared/env.ts";
+import type { FunctionDeps } from "../_shared/deps.ts";
+import type { EnvSource, FunctionEnv } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
   createFunction,
@@ -96,13 +96,19 @@ export async function identify(
 }
 
 /**
- * The handler `Deno.serve` takes. `env` defaults to the process
- * environment and `deps` to the real ones; the local gateway and tests pass
- * their own. The fast path's pause lives in this handler, not the module.
+ * The handler `Deno.serve` takes, over the environment `env` and the
+ * dependencies `deps`: `index.ts` wires the real ones, the local gateway
+ * and tests their own. The fast path's pause lives in this handler, not
+ * the module.
+ *
+ * @example
+ * ```ts
+ * Deno.serve(createPresencePing(denoEnv, createDeps()));
+ * ```
  */
 export function createPresencePing(
-  env: EnvSource = denoEnv,
-  deps: FunctionDeps = realDeps,
+  env: EnvSource,
+  deps: FunctionDeps,
 ): (req: Request) => Promise<Response> {
   let fastPathOffUntil = 0;
   const schemaErrorsLogged = new Set<string>();

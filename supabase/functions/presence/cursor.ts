@@ -59,18 +59,20 @@ const _MIN_BYTES = 1 + _KID_BYTES + _IV_BYTES + 16;
 const _INVALID = "Invalid cursor: pass the cursor of a previous answer as is";
 
 /**
- * Seals a cursor.
+ * Seals a cursor under `secret`, with the keys derived from it kept in
+ * `cache`.
  *
  * @example
  * ```ts
- * const text = await sealCursor(state, env.serviceRoleKey);
+ * const text = await sealCursor(state, env.serviceRoleKey, new CursorKeys());
  * ```
  */
 export async function sealCursor(
   state: CursorState,
   secret: string,
+  cache: CursorKeys,
 ): Promise<string> {
-  const keys = await _keys(secret);
+  const keys = await cache.derive(secret);
   const iv = crypto.getRandomValues(new Uint8Array(_IV_BYTES));
   const plain = new TextEncoder().encode(JSON.stringify({
     t: String(state.time),
@@ -95,16 +97,18 @@ export async function sealCursor(
 /**
  * Opens a sealed cursor: its state; `null` when it was sealed under another
  * key (the caller starts a full read over, `resync`); or throws 400
- * `validation_failed` when it is not a cursor at all or was altered.
+ * `validation_failed` when it is not a cursor at all or was altered. The
+ * keys derived from `secret` are kept in `cache`.
  */
 export async function openCursor(
   text: string,
   secret: string,
+  cache: CursorKeys,
 ): Promise<CursorState | null> {
   const bytes = _unb64(text);
   if (!bytes || bytes.length < _MIN_BYTES) throw _invalid();
   if (bytes[0] !== _FORMAT) throw _invalid();
-  const keys = await _keys(secret);
+  const keys = await cache.derive(secret);
   const header = bytes.subarray(0, keys.header.length);
   if (!_equal(header, keys.header)) return null;
   let plain: ArrayBuffer;
@@ -185,29 +189,39 @@ interface _Keys {
   readonly header: Uint8Array<ArrayBuffer>;
 }
 
-const _cache = new Map<string, Promise<_Keys>>();
+/**
+ * The cursor keys derived from each secret (two HMACs and a key import,
+ * not worth repeating per request), kept by their owner: one per
+ * `presence` handler.
+ */
+export class CursorKeys {
+  readonly #bySecret = new Map<string, Promise<_Keys>>();
 
-function _keys(secret: string): Promise<_Keys> {
-  let keys = _cache.get(secret);
-  if (!keys) {
-    keys = (async () => {
-      const bytes = await cursorKeyBytes(secret);
-      const aes = await crypto.subtle.importKey(
-        "raw",
-        bytes as Uint8Array<ArrayBuffer>,
-        { name: "AES-GCM" },
-        false,
-        ["encrypt", "decrypt"],
-      );
-      const kid = await _derive(secret, "presence changes-since cursor kid");
-      const header = new Uint8Array(1 + _KID_BYTES);
-      header[0] = _FORMAT;
-      header.set(kid.subarray(0, _KID_BYTES), 1);
-      return { aes, header };
-    })();
-    _cache.set(secret, keys);
+  /** The keys of `secret`, derived on first use. */
+  derive(secret: string): Promise<_Keys> {
+    let keys = this.#bySecret.get(secret);
+    if (!keys) {
+      keys = _deriveKeys(secret);
+      this.#bySecret.set(secret, keys);
+    }
+    return keys;
   }
-  return keys;
+}
+
+async function _deriveKeys(secret: string): Promise<_Keys> {
+  const bytes = await cursorKeyBytes(secret);
+  const aes = await crypto.subtle.importKey(
+    "raw",
+    bytes as Uint8Array<ArrayBuffer>,
+    { name: "AES-GCM" },
+    false,
+    ["encrypt", "decrypt"],
+  );
+  const kid = await _derive(secret, "presence changes-since cursor kid");
+  const header = new Uint8Array(1 + _KID_BYTES);
+  header[0] = _FORMAT;
+  header.set(kid.subarray(0, _KID_BYTES), 1);
+  return { aes, header };
 }
 
 function _equal(a: Uint8Array, b: Uint8Array): boolean {

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../_shared/errors.ts";
-import { type CursorState, openCursor, sealCursor } from "./cursor.ts";
+import {
+  CursorKeys,
+  type CursorState,
+  openCursor,
+  sealCursor,
+} from "./cursor.ts";
 
 const state: CursorState = {
   time: 1795393267417123n,
@@ -8,10 +13,11 @@ const state: CursorState = {
   awayS: 300,
   offlineS: 900,
 };
+const keys = new CursorKeys();
 
 async function refused(text: string, secret = "service") {
   try {
-    await openCursor(text, secret);
+    await openCursor(text, secret, keys);
   } catch (error) {
     assert.ok(error instanceof HttpError);
     assert.equal(error.status, 400);
@@ -35,14 +41,14 @@ function text(data: Uint8Array): string {
 }
 
 Deno.test("sealCursor/openCursor: a sealed cursor opens to the same state", async () => {
-  const sealed = await sealCursor(state, "service");
+  const sealed = await sealCursor(state, "service", keys);
   assert.match(sealed, /^[A-Za-z0-9_-]+$/);
-  assert.deepEqual(await openCursor(sealed, "service"), state);
+  assert.deepEqual(await openCursor(sealed, "service", keys), state);
 });
 
 Deno.test("sealCursor: the cursor is opaque (no snapshot, time or JSON readable in it, a new IV each time)", async () => {
-  const a = await sealCursor(state, "service");
-  const b = await sealCursor(state, "service");
+  const a = await sealCursor(state, "service", keys);
+  const b = await sealCursor(state, "service", keys);
   assert.notEqual(a, b);
   const clear = new TextDecoder("latin1").decode(bytes(a));
   for (const secret of ["765:770", "766,768", "1795393267", '"s":']) {
@@ -53,7 +59,7 @@ Deno.test("sealCursor: the cursor is opaque (no snapshot, time or JSON readable 
 
 Deno.test("openCursor: a cursor sealed under another service key is null (resync), not an error", async () => {
   assert.equal(
-    await openCursor(await sealCursor(state, "old key"), "new"),
+    await openCursor(await sealCursor(state, "old key", keys), "new", keys),
     null,
   );
 });
@@ -64,7 +70,7 @@ Deno.test("openCursor: a cursor of the first format (payload.mac) is refused", a
 });
 
 Deno.test("openCursor: an altered cursor under the current key is refused (forged)", async () => {
-  const sealed = bytes(await sealCursor(state, "service"));
+  const sealed = bytes(await sealCursor(state, "service", keys));
   for (const at of [6, 20, sealed.length - 1]) {
     const forged = sealed.slice();
     forged[at] ^= 1;
@@ -73,7 +79,7 @@ Deno.test("openCursor: an altered cursor under the current key is refused (forge
 });
 
 Deno.test("openCursor: malformed texts are refused, never thrown as anything else", async () => {
-  const sealed = await sealCursor(state, "service");
+  const sealed = await sealCursor(state, "service", keys);
   for (
     const bad of [
       "x",
@@ -97,6 +103,6 @@ Deno.test("openCursor: a correctly sealed payload of the wrong shape is refused"
   for (
     const snapshot of ["10:5:", "5:10:4", "5:10:7,6", "5:10:10", "0:0:", "x"]
   ) {
-    await refused(await sealCursor({ ...state, snapshot }, "service"));
+    await refused(await sealCursor({ ...state, snapshot }, "service", keys));
   }
 });

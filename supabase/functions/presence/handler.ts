@@ -12,8 +12,8 @@
 import { adminPolicy, isAdmin } from "../_shared/admin.ts";
 import { bearerToken } from "../_shared/auth.ts";
 import { withColumns } from "../_shared/columns.ts";
-import { type FunctionDeps, realDeps } from "../_shared/deps.ts";
-import { denoEnv, type EnvSource } from "../_shared/env.ts";
+import type { FunctionDeps } from "../_shared/deps.ts";
+import type { EnvSource } from "../_shared/env.ts";
 import { HttpError, json } from "../_shared/errors.ts";
 import {
   createFunction,
@@ -21,7 +21,12 @@ import {
   type RequestContext,
 } from "../_shared/http.ts";
 import { type ReaderDeps, readingCaller } from "./caller.ts";
-import { type CursorState, openCursor, sealCursor } from "./cursor.ts";
+import {
+  CursorKeys,
+  type CursorState,
+  openCursor,
+  sealCursor,
+} from "./cursor.ts";
 import { readShared } from "./query.ts";
 import { parsePresenceRequest } from "./schema.ts";
 
@@ -32,6 +37,14 @@ import { parsePresenceRequest } from "./schema.ts";
  */
 export const CURSOR_MAX_AGE_S = 3600;
 
+/** What a `presence` handler keeps across its requests. */
+export interface PresenceHeld {
+  /** The caller's proof, and the auth-schema errors already logged. */
+  readonly reader: ReaderDeps;
+  /** The cursor keys derived so far. */
+  readonly cursorKeys: CursorKeys;
+}
+
 /**
  * Serves one read (method and environment already checked).
  *
@@ -41,7 +54,7 @@ export async function presence(
   req: Request,
   ctx: RequestContext,
   deps: FunctionDeps,
-  reader: ReaderDeps,
+  { reader, cursorKeys }: PresenceHeld,
 ): Promise<Response> {
   const sql = deps.database(ctx.env, req.signal);
   const { identity, row } = await readingCaller(
@@ -50,7 +63,8 @@ export async function presence(
     ctx.env,
     reader,
   );
-  const admin = await isAdmin(identity, row, adminPolicy(ctx.env));
+  const policy = adminPolicy(ctx.env, deps.autoconfirms);
+  const admin = await isAdmin(identity, row, policy);
   if (!row && !admin) throw new HttpError("user_not_found");
   const body = parsePresenceRequest(await readJsonBody(req));
   const { presenceAwayAfterS: awayS, presenceOfflineAfterS: offlineS } =
@@ -58,7 +72,11 @@ export async function presence(
   let since: CursorState | null = null;
   let resync = false;
   if (body.cursor !== undefined) {
-    since = await openCursor(body.cursor, ctx.env.serviceRoleKey);
+    since = await openCursor(
+      body.cursor,
+      ctx.env.serviceRoleKey,
+      cursorKeys,
+    );
     // A cursor sealed under another key, issued under other thresholds, or
     // older than the lookback cannot be continued: the answer starts a full
     // read over.
@@ -95,7 +113,11 @@ export async function presence(
     users: result.users,
     removed: result.removed,
     next_after_id: result.nextAfterId,
-    cursor: await sealCursor(result.cursor, ctx.env.serviceRoleKey),
+    cursor: await sealCursor(
+      result.cursor,
+      ctx.env.serviceRoleKey,
+      cursorKeys,
+    ),
     resync,
   });
 }
@@ -116,22 +138,26 @@ export function isFresh(
 }
 
 /**
- * The handler `Deno.serve` takes. `env` defaults to the process environment
- * and `deps` to the real ones; the local gateway and tests pass their own.
+ * The handler `Deno.serve` takes, over the environment `env` and the
+ * dependencies `deps`: `index.ts` wires the real ones, the local gateway
+ * and tests their own.
  *
  * @example
  * ```ts
- * Deno.serve(createPresence(denoEnv, realDeps));
+ * Deno.serve(createPresence(denoEnv, createDeps()));
  * ```
  */
 export function createPresence(
-  env: EnvSource = denoEnv,
-  deps: FunctionDeps = realDeps,
+  env: EnvSource,
+  deps: FunctionDeps,
 ): (req: Request) => Promise<Response> {
-  const reader: ReaderDeps = { ...deps, schemaErrorsLogged: new Set() };
+  const held: PresenceHeld = {
+    reader: { ...deps, schemaErrorsLogged: new Set() },
+    cursorKeys: new CursorKeys(),
+  };
   return createFunction(
     "presence",
     env,
-    (req, ctx) => presence(req, ctx, deps, reader),
+    (req, ctx) => presence(req, ctx, deps, held),
   );
 }

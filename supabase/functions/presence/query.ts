@@ -102,6 +102,8 @@ export async function readPresence(
 // then the cursor (null for a full read) and the pending answer. A shared
 // statement is bounded by the request that started it: should that request
 // abort, the statement is cancelled and its sharers answer 503 db_timeout.
+// Module state keyed by the pool (passed in with the handler's deps), and
+// gone with it: the one kind deps.ts leaves to the modules.
 const _inFlight = new WeakMap<
   Sql,
   Map<string, { since: CursorState | null; read: Promise<ReadResult> }[]>
