@@ -1,14 +1,26 @@
 /**
- * Load generators: wrk (Debian) for closed-loop runs at a fixed
+ * Load generators: wrk (Debian's) for closed-loop runs at a fixed
  * concurrency, with a Lua script that rotates the users' tokens, and a
- * small Deno client (load_worker.ts, in its own process) for runs of a
- * fixed count and for the open-loop fixed-rate pass, which wrk cannot do.
+ * small Deno client (load_worker.ts, in its own process) for what wrk
+ * cannot do: a fixed count (each token once), a body per token, and the
+ * open-loop fixed-rate pass (Debian's wrk is not wrk2).
  *
  * Every run targets a loopback URL and is bounded in time.
  *
  * @module
  */
-import type { CpuUse } from "./stats.ts";
+
+/** CPU use over a run, per served request (bench/measure.ts reads it). */
+export interface CpuUse {
+  /** The bench process: gateway, functions, Auth stand-in. */
+  denoMsPerRequest: number;
+  /** The cluster's processes serving the bench database. */
+  postgresMsPerRequest: number;
+  /** Share of all cores busy, in percent (load generator included). */
+  machineBusyPercent: number;
+  /** Share of all cores used by other work (other sessions): noise, not cost. */
+  otherBusyPercent: number;
+}
 
 /** Latency percentiles in milliseconds. */
 export interface Latency {
@@ -35,7 +47,7 @@ export interface LoadResult {
   errors: number;
   /** Error kinds, for the JSON. */
   errorKinds: Record<string, number>;
-  /** CPU use over the run, where measured (main.ts). */
+  /** CPU use over the run, where measured (bench/measure.ts). */
   cpu?: CpuUse;
 }
 
@@ -93,51 +105,20 @@ function done(summary, latency, requests)
 end
 `;
 
-/**
- * Makes sure `wrk` is on the PATH: when it is missing and this runs as
- * root, installs Debian's package. Returns its version line, or `null`
- * when it cannot be had (the caller then uses the Deno client).
- */
-export async function ensureWrk(log: (line: string) => void): Promise<
-  string | null
-> {
-  const version = async () => {
-    try {
-      const out = await new Deno.Command("wrk", {
-        args: ["--version"],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const text = new TextDecoder().decode(out.stdout) +
-        new TextDecoder().decode(out.stderr);
-      return text.split("\n")[0].trim();
-    } catch {
-      return null;
-    }
-  };
-  const found = await version();
-  if (found) return found;
-  if (Deno.uid?.() !== 0) {
-    log("wrk is missing and this is not root: using the Deno client");
-    return null;
-  }
-  log("Installing wrk with apt-get");
-  const install = () =>
-    new Deno.Command("apt-get", {
-      args: ["install", "-y", "-q", "wrk"],
-      env: { DEBIAN_FRONTEND: "noninteractive" },
-      stdout: "null",
-      stderr: "null",
-    }).output();
-  if (!(await install()).success) {
-    await new Deno.Command("apt-get", {
-      args: ["update", "-q"],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    await install();
-  }
-  return await version();
+/** `name --version`'s first line; throws `missing` when it is not installed. */
+export async function toolVersion(
+  name: string,
+  missing: string,
+): Promise<string> {
+  const out = await new Deno.Command(name, {
+    args: ["--version"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output().catch(() => null);
+  if (!out) throw new Error(missing);
+  const text = new TextDecoder().decode(out.stdout) +
+    new TextDecoder().decode(out.stderr);
+  return text.split("\n")[0].trim();
 }
 
 /**

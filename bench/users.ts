@@ -62,8 +62,6 @@ export interface MintOptions {
   expiry: number;
   /** Seconds added to now for `iat` (and `exp`): another value, other token strings. */
   iatOffsetS?: number;
-  /** Mint one kind only (the other comes back empty). */
-  only?: "es256" | "hs256";
 }
 
 /**
@@ -190,20 +188,16 @@ export async function mintTokens(options: MintOptions): Promise<BenchTokens> {
   const hs256: string[] = [];
   for (let n = 1; n <= options.users; n++) {
     const claims = benchClaims(n, options.issuer, iat, options.expiry);
-    if (options.only !== "hs256") {
-      es256.push(
-        await new SignJWT(claims)
-          .setProtectedHeader({ alg: "ES256", kid, typ: "JWT" })
-          .sign(es256Key),
-      );
-    }
-    if (options.only !== "es256") {
-      hs256.push(
-        await new SignJWT(claims)
-          .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-          .sign(hs256Key),
-      );
-    }
+    es256.push(
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: "ES256", kid, typ: "JWT" })
+        .sign(es256Key),
+    );
+    hs256.push(
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+        .sign(hs256Key),
+    );
   }
   return { es256, hs256 };
 }
