@@ -11,19 +11,23 @@ import type { BenchContext, Variant } from "./stack.ts";
 import { type CpuUse, type LoadResult, runDenoClient, runWrk } from "./load.ts";
 import type { BenchTokens } from "./users.ts";
 
-/** Cumulative counters of the bench database and `usuarios` at one moment. */
-export interface PgCounters {
-  xactCommit: number;
-  xactRollback: number;
-  tupUpdated: number;
-  blksHit: number;
-  blksRead: number;
-  activeTimeMs: number;
-  nTupUpd: number;
-  nTupHotUpd: number;
-  walRecords: number;
-  walBytes: number;
-}
+// Cumulative counters of the bench database and of `usuarios`: the names
+// the results use, and the columns they are read from.
+const _COUNTERS = {
+  xactCommit: "d.xact_commit",
+  xactRollback: "d.xact_rollback",
+  tupUpdated: "d.tup_updated",
+  blksHit: "d.blks_hit",
+  blksRead: "d.blks_read",
+  activeTimeMs: "d.active_time",
+  nTupUpd: "t.n_tup_upd",
+  nTupHotUpd: "t.n_tup_hot_upd",
+  walRecords: "w.wal_records",
+  walBytes: "w.wal_bytes",
+};
+
+/** The counters at one moment, or their change over a pass. */
+export type PgCounters = Record<keyof typeof _COUNTERS, number>;
 
 /** Per-ping figures from the counters over a pass. */
 export interface PerPing {
@@ -54,34 +58,26 @@ export interface PingPass {
  * once a second) and when they exit, so read after `ctx.quiesce()`.
  */
 export async function readCounters(sql: postgres.Sql): Promise<PgCounters> {
-  const [r] = await sql<Record<string, string>[]>`
-    select d.xact_commit, d.xact_rollback, d.tup_updated, d.blks_hit,
-      d.blks_read, d.active_time, t.n_tup_upd, t.n_tup_hot_upd,
-      w.wal_records, w.wal_bytes
-    from pg_stat_database d, pg_stat_user_tables t, pg_stat_wal w
-    where d.datname = current_database()
-      and t.relid = 'public.usuarios'::regclass`;
-  const v = Object.values(r).map(Number); // in PgCounters' order
-  return {
-    xactCommit: v[0],
-    xactRollback: v[1],
-    tupUpdated: v[2],
-    blksHit: v[3],
-    blksRead: v[4],
-    activeTimeMs: v[5],
-    nTupUpd: v[6],
-    nTupHotUpd: v[7],
-    walRecords: v[8],
-    walBytes: v[9],
-  };
+  const [row] = await sql.unsafe(
+    `select ${
+      Object.entries(_COUNTERS).map(([k, c]) => `${c} as "${k}"`).join(", ")
+    }
+     from pg_stat_database d, pg_stat_user_tables t, pg_stat_wal w
+     where d.datname = current_database()
+       and t.relid = 'public.usuarios'::regclass`,
+  );
+  return _map((k) => Number(row[k]));
 }
 
-/** `after - before`, member by member. */
+/** `after - before`, counter by counter. */
 export function delta(before: PgCounters, after: PgCounters): PgCounters {
-  const out = { ...after };
-  for (const k of Object.keys(out) as (keyof PgCounters)[]) out[k] -= before[k];
-  return out;
+  return _map((k) => after[k] - before[k]);
 }
+
+const _map = (f: (k: keyof PgCounters) => number) =>
+  Object.fromEntries(
+    Object.keys(_COUNTERS).map((k) => [k, f(k as keyof PgCounters)]),
+  ) as PgCounters;
 
 /** Counter deltas per successful ping. */
 export function perPing(c: PgCounters, pings: number): PerPing {

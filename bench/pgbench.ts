@@ -96,7 +96,7 @@ export function ceilingScripts(
 
 /** A script's statement for user `n` (for EXPLAIN). */
 export function statementFor(script: string, n: number): string {
-  return script.replace(/^\\set .*\n/, "").replaceAll(":n", String(n))
+  return script.replace(/^\\set .*\n/, "").replace(/(?<!:):n\b/g, String(n))
     .replace(/;\s*$/, "");
 }
 
