@@ -60,18 +60,21 @@ const _INLINE = `with guard as (
     select u.id, 4 as level from public.usuarios u
       where lower(u.nombre_usuario) = substring(${_EMAIL} from '^(.+)@[^@]*$')
         and ${_UNLINKED}
-        and substring(${_EMAIL} from '@([^@]*)$') = any('{${LOCAL_USERNAME_MATCH_DOMAINS}}'::text[])
+        and substring(${_EMAIL} from '@([^@]*)$') = any('{"${LOCAL_USERNAME_MATCH_DOMAINS}"}'::text[])
   ) c order by c.level, c.id limit 1
 ), upd as (
   update public.usuarios u
-  set ultimo_acceso = date_trunc('milliseconds', now()), presence_state = 'online'
+  set ultimo_acceso = date_trunc('milliseconds', now()),
+    presence_state = ('online')::text
   from c
   where u.id = c.id and ${_UNLINKED} and exists (select 1 from guard)
-  returning u.id, u.ultimo_acceso, u.presence_state
+  returning u.id, u.ultimo_acceso as ultimo_acceso, u.presence_state
+), res as (
+  select id, ultimo_acceso, presence_state from upd
 )
-select exists (select 1 from guard) as session_ok, upd.id, upd.ultimo_acceso,
-  upd.presence_state
-from (values (1)) one left join upd on true`;
+select exists (select 1 from guard) as session_ok, res.id, res.ultimo_acceso,
+  res.presence_state
+from (values (1)) one left join res on true`;
 
 /**
  * Both scripts, from the statement the ES256 fast path sent on every ping
