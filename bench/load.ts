@@ -1,14 +1,26 @@
 /**
- * Load generators: wrk (Debian) for closed-loop runs at a fixed
+ * Load generators: wrk (Debian's) for closed-loop runs at a fixed
  * concurrency, with a Lua script that rotates the users' tokens, and a
- * small Deno client (load_worker.ts, in its own process) for runs of a
- * fixed count and for the open-loop fixed-rate pass, which wrk cannot do.
+ * small Deno client (load_worker.ts, in its own process) for what wrk
+ * cannot do: a fixed count (each token once), a body per token, and the
+ * open-loop fixed-rate pass (Debian's wrk is not wrk2).
  *
  * Every run targets a loopback URL and is bounded in time.
  *
  * @module
  */
-import type { CpuUse } from "./stats.ts";
+
+/** CPU use over a run, per served request (bench/measure.ts reads it). */
+export interface CpuUse {
+  /** The bench process: gateway, functions, Auth stand-in. */
+  denoMsPerRequest: number;
+  /** The cluster's processes serving the bench database. */
+  postgresMsPerRequest: number;
+  /** Share of all cores busy, in percent (load generator included). */
+  machineBusyPercent: number;
+  /** Share of all cores used by other work (other sessions): noise, not cost. */
+  otherBusyPercent: number;
+}
 
 /** Latency percentiles in milliseconds. */
 export interface Latency {
@@ -35,19 +47,8 @@ export interface LoadResult {
   errors: number;
   /** Error kinds, for the JSON. */
   errorKinds: Record<string, number>;
-  /** CPU use over the run, where measured (main.ts). */
+  /** CPU use over the run, where measured (bench/measure.ts). */
   cpu?: CpuUse;
-}
-
-/** Options of {@linkcode runWrk}. */
-export interface WrkOptions {
-  url: string;
-  /** A file with one bearer token per line (may be empty for the bare server). */
-  tokensFile: string;
-  concurrency: number;
-  durationS: number;
-  /** JSON body of each request. */
-  body?: string;
 }
 
 // Each thread builds every request once in init(), so request() only picks
@@ -85,122 +86,71 @@ function request()
 end
 function done(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format(
-    'WRK_JSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50":%d,"p95":%d,"p99":%d,"max":%d,"mean":%f}\\n',
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status,
-    e.timeout, latency:percentile(50), latency:percentile(95),
-    latency:percentile(99), latency.max, latency.mean))
+  io.write(string.format('WRK_JSON {"requests":%d,"durationS":%f,' ..
+    '"errorKinds":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
+    '"latencyMs":{"p50":%f,"p95":%f,"p99":%f,"max":%f,"mean":%f}}\\n',
+    summary.requests, summary.duration / 1e6, e.connect, e.read, e.write,
+    e.status, e.timeout, latency:percentile(50) / 1e3,
+    latency:percentile(95) / 1e3, latency:percentile(99) / 1e3,
+    latency.max / 1e3, latency.mean / 1e3))
 end
 `;
 
-/**
- * Makes sure `wrk` is on the PATH: when it is missing and this runs as
- * root, installs Debian's package. Returns its version line, or `null`
- * when it cannot be had (the caller then uses the Deno client).
- */
-export async function ensureWrk(log: (line: string) => void): Promise<
-  string | null
-> {
-  const version = async () => {
-    try {
-      const out = await new Deno.Command("wrk", {
-        args: ["--version"],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const text = new TextDecoder().decode(out.stdout) +
-        new TextDecoder().decode(out.stderr);
-      return text.split("\n")[0].trim();
-    } catch {
-      return null;
-    }
-  };
-  const found = await version();
-  if (found) return found;
-  if (Deno.uid?.() !== 0) {
-    log("wrk is missing and this is not root: using the Deno client");
-    return null;
-  }
-  log("Installing wrk with apt-get");
-  const install = () =>
-    new Deno.Command("apt-get", {
-      args: ["install", "-y", "-q", "wrk"],
-      env: { DEBIAN_FRONTEND: "noninteractive" },
-      stdout: "null",
-      stderr: "null",
-    }).output();
-  if (!(await install()).success) {
-    await new Deno.Command("apt-get", {
-      args: ["update", "-q"],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    await install();
-  }
-  return await version();
+/** `name --version`'s first line; throws `missing` when it is not installed. */
+export async function toolVersion(
+  name: string,
+  missing: string,
+): Promise<string> {
+  const out = await new Deno.Command(name, {
+    args: ["--version"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output().catch(() => null);
+  if (!out) throw new Error(missing);
+  const text = new TextDecoder().decode(out.stdout) +
+    new TextDecoder().decode(out.stderr);
+  return text.split("\n")[0].trim();
 }
 
 /**
  * Runs wrk for `durationS` at `concurrency` connections (2 threads at
- * most: the machine has 2 cores and the server needs them too).
+ * most: the machine has 2 cores and the server needs them too), rotating
+ * through the tokens in `tokensFile` (one per line).
  */
-export async function runWrk(options: WrkOptions): Promise<LoadResult> {
-  _assertLoopback(options.url);
+export async function runWrk(o: {
+  url: string;
+  tokensFile: string;
+  concurrency: number;
+  durationS: number;
+  body?: string;
+}): Promise<LoadResult> {
+  _assertLoopback(o.url);
   const script = await Deno.makeTempFile({ suffix: ".lua" });
   try {
     await Deno.writeTextFile(script, _LUA);
-    const threads = Math.min(2, options.concurrency);
     const out = await new Deno.Command("wrk", {
       args: [
-        `-t${threads}`,
-        `-c${options.concurrency}`,
-        `-d${options.durationS}s`,
-        "--timeout",
-        "10s",
-        "-s",
-        script,
-        options.url,
-        "--",
-        options.tokensFile,
-        options.body ?? '{"state":"online"}',
+        ...[`-t${Math.min(2, o.concurrency)}`, `-c${o.concurrency}`],
+        ...[`-d${o.durationS}s`, "--timeout", "10s", "-s", script, o.url],
+        ...["--", o.tokensFile, o.body ?? '{"state":"online"}'],
       ],
       stdout: "piped",
       stderr: "piped",
-      signal: AbortSignal.timeout((options.durationS + 30) * 1000),
+      signal: AbortSignal.timeout((o.durationS + 30) * 1000),
     }).output();
-    const text = new TextDecoder().decode(out.stdout);
-    const line = text.split("\n").find((l) => l.startsWith("WRK_JSON "));
+    const line = new TextDecoder().decode(out.stdout).split("\n")
+      .find((l) => l.startsWith("WRK_JSON "));
     if (!line) {
-      throw new Error(
-        `wrk printed no result (exit ${out.code}): ${
-          new TextDecoder().decode(out.stderr).slice(0, 500)
-        }`,
-      );
+      const stderr = new TextDecoder().decode(out.stderr).slice(0, 500);
+      throw new Error(`wrk printed no result (exit ${out.code}): ${stderr}`);
     }
     const r = JSON.parse(line.slice("WRK_JSON ".length));
-    const durationS = r.duration_us / 1e6;
-    const errorKinds = {
-      connect: r.connect,
-      read: r.read,
-      write: r.write,
-      status: r.status,
-      timeout: r.timeout,
-    };
     return {
       tool: "wrk",
-      concurrency: options.concurrency,
-      durationS,
-      requests: r.requests,
-      rps: r.requests / durationS,
-      latencyMs: {
-        p50: r.p50 / 1000,
-        p95: r.p95 / 1000,
-        p99: r.p99 / 1000,
-        max: r.max / 1000,
-        mean: r.mean / 1000,
-      },
-      errors: Object.values(errorKinds).reduce((a, b) => a + b, 0),
-      errorKinds,
+      concurrency: o.concurrency,
+      ...r,
+      rps: r.requests / r.durationS,
+      errors: Object.values<number>(r.errorKinds).reduce((a, b) => a + b, 0),
     };
   } finally {
     await Deno.remove(script).catch(() => {});
@@ -238,7 +188,6 @@ export async function runDenoClient(
   const input = await Deno.makeTempFile({ suffix: ".json" });
   try {
     await Deno.writeTextFile(input, JSON.stringify(options));
-    const bound = (options.durationS ?? 60) + 60;
     const out = await new Deno.Command(Deno.execPath(), {
       args: [
         "run",
@@ -249,14 +198,11 @@ export async function runDenoClient(
       ],
       stdout: "piped",
       stderr: "piped",
-      signal: AbortSignal.timeout(bound * 1000),
+      signal: AbortSignal.timeout(((options.durationS ?? 60) + 60) * 1000),
     }).output();
     if (!out.success) {
-      throw new Error(
-        `load_worker failed: ${
-          new TextDecoder().decode(out.stderr).slice(0, 800)
-        }`,
-      );
+      const stderr = new TextDecoder().decode(out.stderr).slice(0, 800);
+      throw new Error(`load_worker failed: ${stderr}`);
     }
     return JSON.parse(new TextDecoder().decode(out.stdout)) as LoadResult;
   } finally {

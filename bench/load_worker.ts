@@ -26,6 +26,7 @@ const _MAX_CONNECTIONS = 256;
 const _encoder = new TextEncoder();
 const _decoder = new TextDecoder();
 const _CRLFCRLF = _encoder.encode("\r\n\r\n");
+const _CRLF = _encoder.encode("\r\n");
 
 /** One keep-alive HTTP/1.1 connection. */
 class _Connection {
@@ -50,11 +51,7 @@ class _Connection {
     while (off < request.length) {
       off += await this.#conn.write(request.subarray(off));
     }
-    let headEnd = this.#find(_CRLFCRLF);
-    while (headEnd < 0) {
-      await this.#fill();
-      headEnd = this.#find(_CRLFCRLF);
-    }
+    const headEnd = await this.#until(_CRLFCRLF);
     const head = _decoder.decode(this.#buf.subarray(this.#start, headEnd));
     this.#start = headEnd + 4;
     const status = Number(head.slice(9, 12));
@@ -63,11 +60,7 @@ class _Connection {
       await this.#skip(Number(length[1]));
     } else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) {
       while (true) {
-        let lineEnd = this.#findCrlf();
-        while (lineEnd < 0) {
-          await this.#fill();
-          lineEnd = this.#findCrlf();
-        }
+        const lineEnd = await this.#until(_CRLF);
         const size = parseInt(
           _decoder.decode(this.#buf.subarray(this.#start, lineEnd)),
           16,
@@ -120,11 +113,14 @@ class _Connection {
     return -1;
   }
 
-  #findCrlf(): number {
-    for (let i = this.#start; i + 1 < this.#end; i++) {
-      if (this.#buf[i] === 13 && this.#buf[i + 1] === 10) return i;
+  // Fills the buffer until `needle` is in it; returns its offset.
+  async #until(needle: Uint8Array): Promise<number> {
+    let at = this.#find(needle);
+    while (at < 0) {
+      await this.#fill();
+      at = this.#find(needle);
     }
-    return -1;
+    return at;
   }
 }
 

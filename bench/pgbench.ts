@@ -1,211 +1,225 @@
 /**
- * The database ceiling: the statements presence-ping sends per ping, as
- * the counting proxy captured them, replayed by `pgbench` at the same
- * concurrency with users rotating (`\set n random(1, N)`).
+ * The database ceiling: a ping's database work in its cheapest forms on
+ * this database, replayed by pgbench at the same concurrency as the pings,
+ * users rotating (`\set n random(1, N)`):
  *
- * A captured parameter that is one of the sample user's names (id, session,
- * email, username), or such a name written into the text as a quoted
- * literal, becomes the same name rebuilt in SQL from `:n`; any other value
- * (the state, an interval) stays the literal the handler sent.
+ * - `functionCall`: the handler's own call of `presence.record_ping`, as the
+ *   counting proxy caught it (its values are written into the text; the
+ *   user's id and session become expressions of `:n`), sent as the handler
+ *   sends it (`-M extended`: unnamed, one flight);
+ * - `inline`: the statement the handler sent before the function existed
+ *   (the session proof, the matching and the update as one CTE), with named
+ *   prepared statements (`-M prepared`, planned once per connection; the
+ *   transaction pooler does not allow them).
+ *
+ * The ceiling is the faster of the two, so a faster handler cannot raise
+ * its own ceiling.
  *
  * @module
  */
-import type postgres from "postgres";
+import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
 import { type LoadResult, percentiles } from "./load.ts";
-import type { SeenStatement } from "./pgproxy.ts";
+import { withCpu } from "./measure.ts";
+import type { BenchContext } from "./stack.ts";
 import { USER_NAMING } from "./users.ts";
 
-/** A statement ready for pgbench and for EXPLAIN. */
-export interface ReplayStatement {
-  /** For pgbench: parameters replaced by expressions of `:n`. */
-  readonly pgbench: string;
-  /** For one user: parameters replaced by literals. */
-  literalFor(n: number): string;
+/** The two forms' pgbench scripts. */
+export interface CeilingScripts {
+  functionCall: string;
+  inline: string;
 }
+
+const _ID = USER_NAMING.sql.id(":n");
+const _SESSION = USER_NAMING.sql.sessionId(":n");
+const _EMAIL = "(select email from guard)";
+const _UNLINKED = `(u.auth_user_id is null or u.auth_user_id = ${_ID}::uuid)`;
 
 /**
- * Turns captured statements (with sample parameters of user `sampleUser`)
- * into replayable SQL. `typeNames` maps parameter type OIDs to names;
- * pass the types the server infers (`sql.unsafe(text).describe()`), since
- * drivers often declare none.
+ * The inline statement of the fast path before `presence.record_ping`, as
+ * it was built for the bench's settings (the project's `usuarios` with
+ * `auth_user_id`, `USERNAME_MATCH_DOMAINS` as pinned, state `online`, no
+ * skip-write interval). Frozen here: the product no longer sends it.
  */
-export function replayStatements(
-  seen: readonly SeenStatement[],
-  sampleUser: number,
-  typeNames: ReadonlyMap<number, string>,
-): ReplayStatement[] {
-  return seen.map((s) => {
-    const params = s.sampleParams ?? [];
-    // Where the SQL casts a parameter itself, it needs no cast of ours.
-    const castInText = new Set(
-      [...s.text.matchAll(/\$(\d+)::/g)].map((m) => Number(m[1]) - 1),
-    );
-    const forms = params.map((value, i) => {
-      const type = castInText.has(i) ? undefined : typeNames.get(
-        s.paramTypes[i] ?? 0,
-      );
-      const cast = (expr: string) => type ? `(${expr})::${type}` : expr;
-      const named = _nameOf(value, sampleUser);
-      return {
-        pgbench: named ? cast(USER_NAMING.sql[named](":n")) : cast(
-          _literal(value),
-        ),
-        literal: (n: number) =>
-          cast(named ? _literal(USER_NAMING[named](n)) : _literal(value)),
-      };
-    });
-    // The sample user's names written into the text (a statement sent
-    // without parameters) are rebuilt from :n too.
-    const written = _NAMES.map((name) => ({
-      name,
-      quoted: _literal(USER_NAMING[name](sampleUser)),
-    })).filter((w) => s.text.includes(w.quoted));
-    const rewrite = (text: string, as: (name: _Named) => string) =>
-      written.reduce((t, w) => t.replaceAll(w.quoted, as(w.name)), text);
-    const substitute = (pick: (i: number) => string, n: number | null) =>
-      rewrite(
-        s.text,
-        (name) =>
-          n === null
-            ? USER_NAMING.sql[name](":n")
-            : _literal(USER_NAMING[name](n)),
-      ).replace(/\$(\d+)/g, (_, d) => pick(Number(d) - 1));
-    return {
-      pgbench: substitute((i) => forms[i]?.pgbench ?? "null", null),
-      literalFor: (n: number) =>
-        substitute((i) => forms[i]?.literal(n) ?? "null", n),
-    };
-  });
-}
-
-/** Names of the type OIDs `oids`, from `pg_type`. */
-export async function typeNames(
-  sql: postgres.Sql,
-  oids: readonly number[],
-): Promise<Map<number, string>> {
-  const wanted = [...new Set(oids.filter((o) => o > 0))];
-  if (!wanted.length) return new Map();
-  const rows = await sql<{ oid: number; name: string }[]>`
-    select oid::int as oid, format_type(oid, null) as name
-    from pg_type where oid = any(${wanted}::int[]::oid[])`;
-  return new Map(rows.map((r) => [r.oid, r.name]));
-}
-
-/** Options of {@linkcode runPgbench}. */
-export interface PgbenchOptions {
-  databaseUrl: string;
-  statements: readonly ReplayStatement[];
-  users: number;
-  concurrency: number;
-  durationS: number;
-  /**
-   * `"extended"` (default): an unnamed statement parsed and planned each
-   * time, as the handler's driver does; `"prepared"`: parsed once per
-   * connection, to show what planning costs.
-   */
-  protocol?: "extended" | "prepared";
-}
+const _INLINE = `with guard as (
+  select lower(au.email) as email
+  from auth.sessions s join auth.users au on au.id = s.user_id
+  where s.id = ${_SESSION}::uuid and s.user_id = ${_ID}::uuid
+    and au.deleted_at is null
+    and (au.banned_until is null or au.banned_until <= now())
+    and (s.not_after is null or s.not_after > now())
+), c as (
+  select c.id, c.level from (
+    select u.id, 1 as level from public.usuarios u where u.auth_user_id = ${_ID}::uuid
+    union all
+    select u.id, 2 as level from public.usuarios u
+      where lower(u.correo) = ${_EMAIL} and ${_UNLINKED}
+    union all
+    select u.id, 3 as level from public.usuarios u
+      where lower(u.nombre_usuario) = ${_EMAIL} and ${_UNLINKED}
+    union all
+    select u.id, 4 as level from public.usuarios u
+      where lower(u.nombre_usuario) = substring(${_EMAIL} from '^(.+)@[^@]*$')
+        and ${_UNLINKED}
+        and substring(${_EMAIL} from '@([^@]*)$') = any('{"${LOCAL_USERNAME_MATCH_DOMAINS}"}'::text[])
+  ) c order by c.level, c.id limit 1
+), upd as (
+  update public.usuarios u
+  set ultimo_acceso = date_trunc('milliseconds', now()),
+    presence_state = ('online')::text
+  from c
+  where u.id = c.id and ${_UNLINKED} and exists (select 1 from guard)
+  returning u.id, u.ultimo_acceso as ultimo_acceso, u.presence_state
+), res as (
+  select id, ultimo_acceso, presence_state from upd
+)
+select exists (select 1 from guard) as session_ok, res.id, res.ultimo_acceso,
+  res.presence_state
+from (values (1)) one left join res on true`;
 
 /**
- * Runs pgbench with the extended protocol (an unnamed statement parsed
- * each time, as postgres.js with `prepare: false` does) and reads the
- * per-transaction log for latency percentiles.
+ * Both scripts, from the statement the ES256 fast path sent on every ping
+ * (`captured`, with some bench user's id and session written in).
  */
-export async function runPgbench(options: PgbenchOptions): Promise<LoadResult> {
-  try {
-    return await _runPgbenchOnce(options);
-  } catch (error) {
-    // On a shared machine the cluster may refuse connections for a moment
-    // (max_connections, other sessions' tests): one more try, then fail.
-    console.error(
-      `pgbench failed, retrying once: ${
-        (error as Error).message.slice(0, 300)
-      }`,
-    );
-    return await _runPgbenchOnce(options);
+export function ceilingScripts(
+  captured: string,
+  users: number,
+): CeilingScripts {
+  if (/\$\d/.test(captured)) {
+    throw new Error(`The per-ping statement has parameters: ${captured}`);
   }
+  const rebuilt = captured
+    .replace(/'b0000000-0000-4000-8000-\d{12}'/g, _ID)
+    .replace(/'b1000000-0000-4000-8000-\d{12}'/g, _SESSION);
+  if (rebuilt === captured) {
+    throw new Error(`No bench user in the per-ping statement: ${captured}`);
+  }
+  const script = (sql: string) => `\\set n random(1, ${users})\n${sql};\n`;
+  return { functionCall: script(rebuilt), inline: script(_INLINE) };
 }
 
-async function _runPgbenchOnce(options: PgbenchOptions): Promise<LoadResult> {
-  const url = new URL(options.databaseUrl);
+/** A script's statement for user `n` (for EXPLAIN). */
+export function statementFor(script: string, n: number): string {
+  return script.replace(/^\\set .*\n/, "").replace(/(?<!:):n\b/g, String(n))
+    .replace(/;\s*$/, "");
+}
+
+/**
+ * The database ceiling at concurrency `c`: both forms, each after a
+ * warm-up, with the CPU they used; the faster one is `chosen`.
+ */
+export async function dbCeiling(
+  ctx: BenchContext,
+  scripts: CeilingScripts,
+  c: number,
+) {
+  const run = async (script: string, protocol: "extended" | "prepared") => {
+    const pass = (durationS: number) =>
+      runPgbench(ctx.dbUrl, script, { c, durationS, protocol });
+    await pass(ctx.warmupS);
+    await ctx.quiesce();
+    return await withCpu(ctx, () => pass(ctx.durationS));
+  };
+  ctx.log(`Concurrency ${c}: pgbench, function call`);
+  const functionCall = await run(scripts.functionCall, "extended");
+  ctx.log(`Concurrency ${c}: pgbench, inline statement prepared`);
+  const inlinePrepared = await run(scripts.inline, "prepared");
+  const chosen = functionCall.rps >= inlinePrepared.rps
+    ? "functionCall" as const
+    : "inlinePrepared" as const;
+  return { functionCall, inlinePrepared, chosen };
+}
+
+/**
+ * Runs pgbench with `script` (loopback only), reading its per-transaction
+ * log for latency percentiles. `-T` for `durationS` seconds, or `-t` for
+ * `transactions` per client. On a shared machine the cluster may refuse
+ * connections for a moment (max_connections): one more try, then fail.
+ */
+export async function runPgbench(
+  databaseUrl: string,
+  script: string,
+  o: {
+    c: number;
+    protocol: "extended" | "prepared";
+    durationS?: number;
+    transactions?: number;
+  },
+): Promise<LoadResult> {
+  const url = new URL(databaseUrl);
   if (!/^127\./.test(url.hostname) && url.hostname !== "localhost") {
     throw new Error(`Refusing to load "${url.hostname}": loopback only`);
   }
   const dir = await Deno.makeTempDir({ prefix: "pgbench-" });
   try {
-    const script = `${dir}/ping.sql`;
-    await Deno.writeTextFile(
-      script,
-      `\\set n random(1, ${options.users})\n` +
-        options.statements.map((s) => `${s.pgbench.trim()};\n`).join(""),
-    );
-    const threads = Math.min(2, options.concurrency);
-    const out = await new Deno.Command("pgbench", {
-      args: [
+    await Deno.writeTextFile(`${dir}/script.sql`, script);
+    const args = [
+      ...[
         "-n",
         "-M",
-        options.protocol ?? "extended",
+        o.protocol,
         "-c",
-        String(options.concurrency),
+        String(o.c),
         "-j",
-        String(threads),
-        "-T",
-        String(options.durationS),
-        "-f",
-        script,
-        "-l",
-        `--log-prefix=${dir}/log`,
+        String(Math.min(2, o.c)),
       ],
-      cwd: dir,
-      env: {
-        PGHOST: url.hostname,
-        PGPORT: url.port || "5432",
-        PGUSER: decodeURIComponent(url.username),
-        PGPASSWORD: decodeURIComponent(url.password),
-        PGDATABASE: url.pathname.slice(1),
-        PGSSLMODE: "disable",
-      },
-      stdout: "piped",
-      stderr: "piped",
-      signal: AbortSignal.timeout((options.durationS + 60) * 1000),
-    }).output();
-    const stdout = new TextDecoder().decode(out.stdout);
-    const stderr = new TextDecoder().decode(out.stderr);
-    const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(
-      stdout,
-    );
-    if (!tps) {
-      throw new Error(
-        `pgbench failed (exit ${out.code}): ${stderr.slice(0, 800)} ${
-          stdout.slice(-800)
-        }`,
+      ...(o.durationS
+        ? ["-T", String(o.durationS)]
+        : ["-t", String(o.transactions)]),
+      ...["-f", "script.sql", "-l", "--log-prefix=log"],
+    ];
+    const pgbench = async () => {
+      const out = await new Deno.Command("pgbench", {
+        args,
+        cwd: dir,
+        // The password goes in the environment, never on a command line.
+        env: {
+          PGHOST: url.hostname,
+          PGPORT: url.port || "5432",
+          PGUSER: decodeURIComponent(url.username),
+          PGPASSWORD: decodeURIComponent(url.password),
+          PGDATABASE: decodeURIComponent(url.pathname.slice(1)),
+          PGSSLMODE: "disable",
+        },
+        stdout: "piped",
+        stderr: "piped",
+        signal: AbortSignal.timeout(((o.durationS ?? 60) + 60) * 1000),
+      }).output();
+      const [stdout, stderr] = [out.stdout, out.stderr].map((b) =>
+        new TextDecoder().decode(b)
       );
+      const tps = /tps = ([\d.]+) \(without initial connection time\)/
+        .exec(stdout)?.[1];
+      return { stdout, stderr, tps: tps ? Number(tps) : null };
+    };
+    let out = await pgbench();
+    if (out.tps === null) out = await pgbench();
+    const { stdout, stderr, tps } = out;
+    if (tps === null) {
+      throw new Error(`pgbench failed: ${stderr.slice(0, 800)}`);
     }
     const latencies: number[] = [];
     for await (const entry of Deno.readDir(dir)) {
       if (!entry.name.startsWith("log")) continue;
-      const text = await Deno.readTextFile(`${dir}/${entry.name}`);
-      for (const line of text.split("\n")) {
-        // client_id transaction_no time script_no time_epoch time_us
+      // client_id transaction_no time_us script_no time_epoch time_us
+      for (
+        const line of (await Deno.readTextFile(`${dir}/${entry.name}`)).split(
+          "\n",
+        )
+      ) {
         const f = line.split(" ");
-        if (f.length < 6) continue;
-        latencies.push(Number(f[2]) / 1000);
+        if (f.length >= 6) latencies.push(Number(f[2]) / 1000);
       }
     }
     const failed = Number(
       /number of failed transactions: (\d+)/.exec(stdout)?.[1] ?? 0,
     );
     const aborted = (stderr.match(/aborted in command/g) ?? []).length;
-    const processed = Number(
-      /number of transactions actually processed: (\d+)/.exec(stdout)?.[1] ??
-        latencies.length,
-    );
     return {
       tool: "pgbench",
-      concurrency: options.concurrency,
-      durationS: options.durationS,
-      requests: processed,
-      rps: Number(tps[1]),
+      concurrency: o.c,
+      durationS: latencies.length / tps,
+      requests: latencies.length,
+      rps: tps,
       latencyMs: percentiles(latencies),
       errors: failed + aborted,
       errorKinds: { failed, aborted_clients: aborted },
@@ -213,33 +227,4 @@ async function _runPgbenchOnce(options: PgbenchOptions): Promise<LoadResult> {
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
-}
-
-/** pgbench's version line, or `null` when it is not installed. */
-export async function pgbenchVersion(): Promise<string | null> {
-  try {
-    const out = await new Deno.Command("pgbench", {
-      args: ["--version"],
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    return new TextDecoder().decode(out.stdout).trim();
-  } catch {
-    return null;
-  }
-}
-
-type _Named = "id" | "sessionId" | "email" | "username";
-const _NAMES: readonly _Named[] = ["id", "sessionId", "email", "username"];
-
-function _nameOf(value: string | null, n: number): _Named | null {
-  if (value === null) return null;
-  for (const name of _NAMES) {
-    if (value.toLowerCase() === USER_NAMING[name](n)) return name;
-  }
-  return null;
-}
-
-function _literal(value: string | null): string {
-  return value === null ? "null" : `'${value.replaceAll("'", "''")}'`;
 }

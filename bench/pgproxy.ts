@@ -1,171 +1,96 @@
 /**
- * A counting TCP proxy in front of PostgreSQL, for the benchmark's
- * work-per-ping figures: it forwards bytes unchanged and reads the frontend
- * protocol on the way, so it can say how many statements a client ran, how
- * many times it waited for the server (round trips), and which SQL it sent.
+ * A counting TCP proxy in front of PostgreSQL, for the work-per-ping
+ * figures: it forwards bytes unchanged and reads the message types on the
+ * way, so it can say how many statements a client ran, how many times it
+ * waited for the server (round trips) and which SQL texts it parsed.
  *
  * Statistics views cannot answer these: `pg_stat_database` counts
  * transactions, not the extra Parse/Describe round trip a driver may make
- * before each statement, and `pg_stat_statements` needs a server restart.
+ * before a statement, and `pg_stat_statements` needs a server restart.
  *
  * @module
  */
 
-/** Frontend protocol messages by type byte, as counted. */
-export interface ProtocolCounts {
-  /** `Q`: simple-protocol queries. */
-  query: number;
-  /** `P`: Parse. */
-  parse: number;
-  /** `B`: Bind. */
-  bind: number;
-  /** `E`: Execute. */
-  execute: number;
-  /** `S`: Sync. */
-  sync: number;
-  /** `H`: Flush (a driver asking for answers before Sync). */
-  flush: number;
-}
-
-/** What the proxy saw since the last {@linkcode CountingProxy.reset}. */
-export interface ProxyCounts extends ProtocolCounts {
-  /** Statements run: Execute plus simple Query messages. */
+/** What the proxy saw since the last reset, by frontend message. */
+export interface ProxyCounts {
+  /** Execute plus simple Query messages. */
   statements: number;
-  /**
-   * Round trips: how many times a client sent something after the server
-   * had answered, on established connections (the startup and password
-   * exchange are not counted).
-   */
+  /** A client send after the server had answered, once the session is ready. */
   roundTrips: number;
-  /** New connections accepted. */
+  parse: number;
+  sync: number;
+  /** Flush: a driver asking for answers before Sync (an extra round trip). */
+  flush: number;
   connections: number;
-}
-
-const _UUID_LITERAL =
-  /'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'/gi;
-
-/**
- * One distinct SQL text seen in Parse messages. Texts that differ only in
- * quoted UUID literals (a statement with its ids written in rather than
- * sent as parameters) count as one, kept with the first text seen.
- */
-export interface SeenStatement {
-  /** SQL text as first parsed (placeholders `$1`, `$2`, ...). */
-  readonly text: string;
-  /** Parameter type OIDs the client declared (0: let the server infer). */
-  readonly paramTypes: readonly number[];
-  /** How many times it was parsed. */
-  count: number;
-  /** Parameter values of the first Bind after its Parse (text format). */
-  sampleParams: (string | null)[] | null;
 }
 
 /** A running proxy. */
 export interface CountingProxy {
-  /** Connection string that reaches the upstream database through the proxy. */
+  /** The upstream URL with the proxy's loopback port. */
   readonly url: string;
-  /** Counts since the last reset. */
   counts(): ProxyCounts;
-  /** Statements seen since the last reset, most frequent first. */
-  statements(): SeenStatement[];
-  /** Zeroes the counts and forgets the statements. */
+  /**
+   * Parsed SQL texts with how often each came, most frequent first. Texts
+   * that differ only in quoted UUIDs (values written into the text) are
+   * one, kept as first seen.
+   */
+  statements(): { text: string; count: number }[];
   reset(): void;
-  /** Stops listening and closes every proxied connection. */
   close(): Promise<void>;
 }
 
-const _STARTUP_V3 = 196608;
-const _SSL_REQUEST = 80877103;
-const _GSS_REQUEST = 80877104;
+const _UUID =
+  /'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'/gi;
+const _zero = (): ProxyCounts => ({
+  statements: 0,
+  roundTrips: 0,
+  parse: 0,
+  sync: 0,
+  flush: 0,
+  connections: 0,
+});
 
-/**
- * Starts a proxy on a free loopback port in front of the database of
- * `upstreamUrl` (a `postgresql://` URL on a TCP host).
- *
- * @example
- * ```ts
- * const proxy = await startCountingProxy(databaseUrl);
- * const sql = postgres(proxy.url);
- * await sql`select 1`;
- * console.log(proxy.counts().statements); // 1
- * ```
- */
+/** Starts a proxy on a free loopback port in front of `upstreamUrl`'s host. */
 export function startCountingProxy(upstreamUrl: string): CountingProxy {
   const upstream = new URL(upstreamUrl);
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
   const proxied = new URL(upstreamUrl);
   proxied.hostname = "127.0.0.1";
-  proxied.port = String(port);
-
+  proxied.port = String((listener.addr as Deno.NetAddr).port);
   let counts = _zero();
-  let seen = new Map<string, SeenStatement>();
+  let seen = new Map<string, { text: string; count: number }>();
   const conns = new Set<Deno.Conn>();
   const tasks = new Set<Promise<void>>();
 
-  const serveOne = async (client: Deno.Conn) => {
-    let server: Deno.Conn;
-    try {
-      server = await Deno.connect({
-        hostname: upstream.hostname,
-        port: Number(upstream.port || 5432),
-      });
-    } catch {
-      client.close();
-      return;
-    }
-    conns.add(client);
-    conns.add(server);
+  const serve = async (client: Deno.Conn) => {
+    const server = await Deno.connect({
+      hostname: upstream.hostname,
+      port: Number(upstream.port || 5432),
+    }).catch(() => null);
+    if (!server) return client.close();
+    conns.add(client).add(server);
     counts.connections++;
-    // Round trips are counted only once the server has said it is ready,
-    // and a client send counts when the server has spoken since the last.
+    // Round trips count once the server said ReadyForQuery: the startup
+    // and password exchange are not the ping's.
     let ready = false;
     let serverSpoke = false;
-    let lastParsed: SeenStatement | null = null;
-    const fromClient = new _Scanner(false, (type, body) => {
-      switch (type) {
-        case 0x51: // Q
-          counts.query++;
-          counts.statements++;
-          break;
-        case 0x50: { // P
-          counts.parse++;
-          const parsed = body ? _parseMessage(body) : null;
-          if (parsed) {
-            const shape = parsed.text.replace(_UUID_LITERAL, "'<uuid>'");
-            let entry = seen.get(shape);
-            if (!entry) {
-              entry = { ...parsed, count: 0, sampleParams: null };
-              seen.set(shape, entry);
-            }
-            entry.count++;
-            lastParsed = entry;
-          }
-          break;
-        }
-        case 0x42: // B
-          counts.bind++;
-          if (lastParsed && !lastParsed.sampleParams && body) {
-            lastParsed.sampleParams = _bindParams(body);
-          }
-          lastParsed = null;
-          break;
-        case 0x45: // E
-          counts.execute++;
-          counts.statements++;
-          break;
-        case 0x53: // S
-          counts.sync++;
-          break;
-        case 0x48: // H
-          counts.flush++;
-          break;
+    const fromClient = new _Frames(false, (type, body) => {
+      if (type === 0x51 || type === 0x45) counts.statements++; // Q, E
+      else if (type === 0x53) counts.sync++;
+      else if (type === 0x48) counts.flush++;
+      else if (type === 0x50) { // Parse: name\0 text\0 ...
+        counts.parse++;
+        const text = _decoder.decode(body.subarray(body.indexOf(0) + 1))
+          .split("\0")[0];
+        const shape = text.replace(_UUID, "'<uuid>'");
+        const entry = seen.get(shape) ?? { text, count: 0 };
+        entry.count++;
+        seen.set(shape, entry);
       }
-    }, (type) => type === 0x50 || type === 0x42);
-    const fromServer = new _Scanner(true, (type) => {
-      if (type === 0x5a) ready = true; // ReadyForQuery
-    }, () => false);
-
+    });
+    const fromServer = new _Frames(true, (type) => {
+      if (type === 0x5a) ready = true;
+    });
     const pump = async (
       from: Deno.Conn,
       to: Deno.Conn,
@@ -173,24 +98,18 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
     ) => {
       const buf = new Uint8Array(64 * 1024);
       try {
-        while (true) {
-          const n = await from.read(buf);
-          if (n === null) break;
-          const chunk = buf.subarray(0, n);
-          onChunk(chunk);
-          let off = 0;
-          while (off < n) off += await to.write(chunk.subarray(off));
+        for (let n; (n = await from.read(buf)) !== null;) {
+          onChunk(buf.subarray(0, n));
+          for (let off = 0; off < n;) {
+            off += await to.write(buf.subarray(off, n));
+          }
         }
       } catch {
-        // A reset connection ends the pair; nothing to report.
+        // A reset connection ends the pair.
       } finally {
         for (const c of [from, to]) {
-          try {
-            c.close();
-          } catch {
-            // already closed by the other direction
-          }
           conns.delete(c);
+          _close(c);
         }
       }
     };
@@ -199,7 +118,8 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
         if (ready && serverSpoke) counts.roundTrips++;
         serverSpoke = false;
         fromClient.push(chunk);
-        if (fromClient.sslRequested) fromServer.expectSingleByte();
+        // The answer to an SSL or GSS request is one untyped byte.
+        if (fromClient.encryptionAsked) fromServer.skipByte = true;
       }),
       pump(server, client, (chunk) => {
         serverSpoke = true;
@@ -207,11 +127,10 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
       }),
     ]);
   };
-
   const accepting = (async () => {
     try {
       for await (const client of listener) {
-        const task = serveOne(client);
+        const task = serve(client);
         tasks.add(task);
         task.finally(() => tasks.delete(task));
       }
@@ -219,7 +138,6 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
       // listener closed
     }
   })();
-
   return {
     url: proxied.toString(),
     counts: () => ({ ...counts }),
@@ -230,165 +148,67 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
     },
     async close() {
       listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch {
-          // already closed
-        }
-      }
+      conns.forEach(_close);
       await accepting;
       await Promise.allSettled([...tasks]);
     },
   };
 }
 
-function _zero(): ProxyCounts {
-  return {
-    query: 0,
-    parse: 0,
-    bind: 0,
-    execute: 0,
-    sync: 0,
-    flush: 0,
-    statements: 0,
-    roundTrips: 0,
-    connections: 0,
-  };
-}
+const _decoder = new TextDecoder();
+const _close = (c: Deno.Conn) => {
+  try {
+    c.close();
+  } catch {
+    // already closed by the other direction
+  }
+};
 
 /**
- * Splits a protocol byte stream into messages. The frontend stream starts
- * with untyped messages (SSL request, startup); the backend stream is typed
- * throughout except for the one-byte answer to an SSL request.
+ * Splits a protocol stream into messages (type byte, int32 length, body).
+ * The frontend starts untyped (SSL request, startup) until the startup
+ * message (protocol 3.0).
  */
-class _Scanner {
-  #typed: boolean;
-  #onMessage: (type: number, body: Uint8Array | null) => void;
-  #keep: (type: number) => boolean;
-  #head = new Uint8Array(5);
-  #headLen = 0;
-  #type = 0;
-  #remaining = -1;
-  #body: Uint8Array | null = null;
-  #bodyLen = 0;
-  #singleBytes = 0;
-  /** Set when the frontend just sent an SSL or GSS encryption request. */
-  sslRequested = false;
+class _Frames {
+  encryptionAsked = false;
+  skipByte = false;
+  #pending = new Uint8Array(0);
 
   constructor(
-    typed: boolean,
-    onMessage: (type: number, body: Uint8Array | null) => void,
-    keep: (type: number) => boolean,
-  ) {
-    this.#typed = typed;
-    this.#onMessage = onMessage;
-    this.#keep = keep;
-  }
-
-  /** The next byte is a bare `S`/`N` answer to an encryption request. */
-  expectSingleByte(): void {
-    this.#singleBytes++;
-  }
+    private typed: boolean,
+    private onMessage: (type: number, body: Uint8Array) => void,
+  ) {}
 
   push(chunk: Uint8Array): void {
-    this.sslRequested = false;
-    let i = 0;
-    while (i < chunk.length) {
-      if (this.#remaining < 0) {
-        if (this.#singleBytes > 0 && this.#headLen === 0) {
-          this.#singleBytes--;
-          i++;
-          continue;
-        }
-        const headSize = this.#typed ? 5 : 4;
-        const take = Math.min(headSize - this.#headLen, chunk.length - i);
-        this.#head.set(chunk.subarray(i, i + take), this.#headLen);
-        this.#headLen += take;
-        i += take;
-        if (this.#headLen < headSize) return;
-        const view = new DataView(this.#head.buffer);
-        this.#type = this.#typed ? this.#head[0] : 0;
-        const length = view.getInt32(this.#typed ? 1 : 0);
-        this.#remaining = Math.max(0, length - 4);
-        this.#headLen = 0;
-        const keep = !this.#typed || this.#keep(this.#type);
-        this.#body = keep ? new Uint8Array(this.#remaining) : null;
-        this.#bodyLen = 0;
-      }
-      const take = Math.min(this.#remaining, chunk.length - i);
-      if (this.#body) {
-        this.#body.set(chunk.subarray(i, i + take), this.#bodyLen);
-      }
-      this.#bodyLen += take;
-      this.#remaining -= take;
-      i += take;
-      if (this.#remaining === 0) {
-        const body = this.#body;
-        this.#remaining = -1;
-        this.#body = null;
-        if (this.#typed) {
-          this.#onMessage(this.#type, body);
-        } else if (body && body.length >= 4) {
-          const code = new DataView(body.buffer).getInt32(0);
-          if (code === _STARTUP_V3) this.#typed = true;
-          if (code === _SSL_REQUEST || code === _GSS_REQUEST) {
-            this.sslRequested = true;
-          }
-        }
-      }
+    this.encryptionAsked = false;
+    let data = chunk;
+    if (this.#pending.length) {
+      data = new Uint8Array(this.#pending.length + chunk.length);
+      data.set(this.#pending);
+      data.set(chunk, this.#pending.length);
     }
-  }
-}
-
-const _decoder = new TextDecoder();
-
-function _cstring(body: Uint8Array, at: number): [string, number] {
-  let end = at;
-  while (end < body.length && body[end] !== 0) end++;
-  return [_decoder.decode(body.subarray(at, end)), end + 1];
-}
-
-function _parseMessage(
-  body: Uint8Array,
-): { text: string; paramTypes: number[] } | null {
-  try {
-    const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-    let at = _cstring(body, 0)[1];
-    const [text, next] = _cstring(body, at);
-    at = next;
-    const n = view.getInt16(at);
-    at += 2;
-    const paramTypes: number[] = [];
-    for (let k = 0; k < n; k++, at += 4) paramTypes.push(view.getUint32(at));
-    return { text, paramTypes };
-  } catch {
-    return null;
-  }
-}
-
-function _bindParams(body: Uint8Array): (string | null)[] | null {
-  try {
-    const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
-    let at = _cstring(body, 0)[1];
-    at = _cstring(body, at)[1];
-    const formats = view.getInt16(at);
-    at += 2 + 2 * formats;
-    const n = view.getInt16(at);
-    at += 2;
-    const values: (string | null)[] = [];
-    for (let k = 0; k < n; k++) {
-      const len = view.getInt32(at);
-      at += 4;
-      if (len < 0) {
-        values.push(null);
-        continue;
-      }
-      values.push(_decoder.decode(body.subarray(at, at + len)));
-      at += len;
+    if (this.skipByte && data.length) {
+      this.skipByte = false;
+      data = data.subarray(1);
     }
-    return values;
-  } catch {
-    return null;
+    let at = 0;
+    while (true) {
+      const head = this.typed ? 5 : 4;
+      if (data.length - at < head) break;
+      const view = new DataView(data.buffer, data.byteOffset + at);
+      const length = view.getInt32(this.typed ? 1 : 0);
+      const end = at + (this.typed ? 1 : 0) + length;
+      if (data.length < end) break;
+      const body = data.subarray(at + head, end);
+      if (this.typed) this.onMessage(data[at], body);
+      else if (body.length >= 4) {
+        const code = new DataView(body.buffer, body.byteOffset).getInt32(0);
+        if (code === 196608) this.typed = true; // StartupMessage, v3.0
+        // SSLRequest, GSSENCRequest
+        if (code === 80877103 || code === 80877104) this.encryptionAsked = true;
+      }
+      at = end;
+    }
+    this.#pending = data.slice(at);
   }
 }

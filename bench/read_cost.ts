@@ -9,16 +9,30 @@
  * @module
  */
 import postgres from "postgres";
-import { type BenchContext, pingPass, withCpu } from "./context.ts";
 import { type LoadResult, runDenoClient } from "./load.ts";
-import type { ReadCost } from "./types.ts";
+import { countLoad, type PingPass, pingPass, withCpu } from "./measure.ts";
+import type { BenchContext } from "./stack.ts";
 
 const _C = 16;
-const _ROUNDS = 5;
+/** Polls per watcher. */
+export const READ_ROUNDS = 5;
+
+/** What the read-cost pass measured. */
+export interface ReadCost {
+  /** ES256 pings, c=16. */
+  ping: PingPass;
+  /** An empty changes-since call (one cursor), c=16. */
+  emptyChanges: LoadResult;
+  /** Distinct watchers, each polling with its own cursor, c=16. */
+  watchers: number;
+  watcherPolls: LoadResult;
+  /** The same two beside an idle transaction holding a write. */
+  besideIdle: { emptyChanges: LoadResult; watcherPolls: LoadResult };
+}
 
 /** Runs the read-cost pass on the bench's main variant. */
 export async function measureReadCost(ctx: BenchContext): Promise<ReadCost> {
-  const main = ctx.stack.variants.main;
+  const main = ctx.variants.main;
   const url = `${main.apiUrl}/functions/v1/presence`;
   const tokens = ctx.tokens.es256;
   const watchers = Math.min(1000, tokens.length);
@@ -42,14 +56,13 @@ export async function measureReadCost(ctx: BenchContext): Promise<ReadCost> {
       durationS: d,
     });
   const polls = (taken: string[]) =>
-    runDenoClient({
+    countLoad(
       url,
-      tokens: tokens.slice(0, watchers),
-      bodies: taken.map((c) => JSON.stringify({ cursor: c })),
-      mode: "count",
-      count: watchers * _ROUNDS,
-      concurrency: _C,
-    });
+      tokens.slice(0, watchers),
+      watchers * READ_ROUNDS,
+      _C,
+      taken.map((c) => JSON.stringify({ cursor: c })),
+    );
   const measure = async () => {
     const taken = await cursors();
     await empty(taken[0], ctx.warmupS);
@@ -57,7 +70,7 @@ export async function measureReadCost(ctx: BenchContext): Promise<ReadCost> {
       ctx,
       () => empty(taken[0], ctx.durationS),
     );
-    await ctx.stack.quiesce();
+    await ctx.quiesce();
     const watcherPolls = await withCpu(ctx, () => polls(taken));
     return { emptyChanges, watcherPolls };
   };
@@ -68,7 +81,7 @@ export async function measureReadCost(ctx: BenchContext): Promise<ReadCost> {
   const alone = await measure();
 
   ctx.log("Read cost: the same beside an idle transaction holding a write");
-  const idle = postgres(ctx.stack.dbUrl, { max: 1, onnotice: () => {} });
+  const idle = postgres(ctx.dbUrl, { max: 1, onnotice: () => {} });
   let release = () => {};
   const held = new Promise<void>((r) => release = r);
   let opened = () => {};
@@ -99,34 +112,6 @@ export async function measureReadCost(ctx: BenchContext): Promise<ReadCost> {
     await tx.catch(() => {});
     await idle.end();
   }
-}
-
-/** The pass as report lines. */
-export function formatReadCost(r: ReadCost): string {
-  const line = (l: LoadResult) =>
-    `${Math.round(l.rps)} req/s (p50 ${l.latencyMs.p50.toFixed(1)} / p99 ${
-      l.latencyMs.p99.toFixed(1)
-    } ms, ${l.errors} errors)${
-      l.cpu
-        ? `, CPU per request: Deno ${
-          l.cpu.denoMsPerRequest.toFixed(3)
-        } ms, Postgres ${l.cpu.postgresMsPerRequest.toFixed(3)} ms`
-        : ""
-    }`;
-  const share = 100 * r.emptyChanges.rps / r.ping.load.rps;
-  return [
-    `presence read cost, concurrency ${_C}`,
-    `  ES256 ping:                      ${line(r.ping.load)}`,
-    `  empty changes-since:             ${line(r.emptyChanges)} = ${
-      share.toFixed(0)
-    }% of the ping`,
-    `  ${r.watchers} watchers x ${_ROUNDS} polls: ${line(r.watcherPolls)}`,
-    `  beside an idle transaction:`,
-    `    empty changes-since:           ${line(r.besideIdle.emptyChanges)}`,
-    `    ${r.watchers} watchers x ${_ROUNDS} polls: ${
-      line(r.besideIdle.watcherPolls)
-    }`,
-  ].join("\n");
 }
 
 async function _read(

@@ -1,13 +1,14 @@
 /**
- * The local stack as the benchmark runs it: the pieces of local/stack.ts
- * (bootstrap, CLI migrations, the Auth stand-in, the gateway over the very
- * function handlers that deploy), put together here so that each can be
- * counted: requests reaching Auth by path, presence pings by status, and,
- * on the counted variant, every statement and round trip to Postgres.
+ * The benchmark's stack, set up once per run: a fresh database on the
+ * machine's PostgreSQL, migrated with the Supabase CLI; the pieces of
+ * local/stack.ts (the Auth stand-in, the gateway over the very function
+ * handlers that deploy) served as several variants on their own ports,
+ * each with its own settings and counts (pings by status, Auth requests
+ * by path; on counted variants, a counting proxy before Postgres); a bare
+ * Deno handler (the HTTP ceiling); 1,000 users with their tokens.
  *
- * One process serves several variants of the gateway on their own ports,
- * each with its own function settings. They share the database, the
- * signing key and the users, so their figures compare like with like.
+ * The variants share the database, the signing key and the users, so
+ * their figures compare like with like. `close` undoes everything.
  *
  * @module
  */
@@ -20,133 +21,149 @@ import {
   LOCAL_SERVICE_ROLE_KEY,
 } from "../local/auth/mod.ts";
 import { bootstrapDatabase } from "../local/db/bootstrap.ts";
+import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
 import { functionEnv, localFunctions } from "../local/functions.ts";
 import { createGateway, localJwtCheck } from "../local/gateway.ts";
 import { pushMigrations } from "../local/migrate.ts";
+import { createTestDatabase } from "../local/testing/database.ts";
 import {
   createDeps,
   type OwnedDeps,
 } from "../supabase/functions/_shared/deps.ts";
+import { toolVersion } from "./load.ts";
 import { type CountingProxy, startCountingProxy } from "./pgproxy.ts";
+import { type BenchTokens, createBenchUsers, mintTokens } from "./users.ts";
 
-/** A gateway variant to serve. */
-export interface VariantSpec {
-  /** Short name used in the report. */
-  readonly name: string;
-  /** Function settings (e.g. `PRESENCE_VERIFY`), applied last. */
-  readonly settings?: Record<string, string>;
-  /** Route the functions' and Auth's database traffic through counting proxies. */
-  readonly counted?: boolean;
-}
-
-/** Requests one variant served since its last reset. */
-export interface VariantCounts {
-  /** presence-ping responses by status. */
-  pings: Record<number, number>;
-  /** Requests that reached the Auth stand-in, by path. */
-  auth: Record<string, number>;
-}
-
-/** A served variant. */
+/** A served gateway variant and what it counted since its last reset. */
 export interface Variant {
   readonly name: string;
-  /** Base URL of its gateway. */
+  /** Settings over the defaults (e.g. `PRESENCE_VERIFY`). */
+  readonly settings: Record<string, string>;
   readonly apiUrl: string;
-  /** Its presence-ping URL. */
   readonly pingUrl: string;
-  /** Counts since the last reset. */
-  counts(): VariantCounts;
-  /** Zeroes the counts (and the proxies' counts on a counted variant). */
+  /** presence-ping responses by status, requests reaching Auth by path. */
+  counts(): { pings: Record<number, number>; auth: Record<string, number> };
   reset(): void;
   /** Forgets the tokens its functions verified (each is verified afresh). */
   forgetVerifiedTokens(): void;
-  /** The proxies of a counted variant. */
+  /** Counting proxies before Postgres (functions, Auth) on counted variants. */
   readonly proxies: { functions: CountingProxy; auth: CountingProxy } | null;
 }
 
-/** A running bench stack. */
-export interface BenchStack {
+/** What every pass gets: the running stack, its users and the run's timings. */
+export interface BenchContext {
   readonly dbUrl: string;
-  readonly anonKey: string;
-  readonly jwtSecret: string;
-  /** `iss` of the tokens: the first variant's `<url>/auth/v1`. */
-  readonly issuer: string;
-  /** The `signing_key.json` in the data folder. */
-  readonly signingKeyFile: string;
-  /** Access token lifetime. */
-  readonly jwtExpiry: number;
+  /** The bench's own connection to the stack's database. */
+  readonly sql: postgres.Sql;
+  /** `main` (defaults), `count` and `count-auth` (counted), `skip`. */
   readonly variants: Record<string, Variant>;
+  /** URL of the bare Deno handler (the HTTP ceiling). */
+  readonly bareUrl: string;
+  readonly users: number;
+  readonly tokens: BenchTokens;
+  /** The tokens, one per line, for wrk. */
+  readonly tokenFiles: Record<keyof BenchTokens, string>;
+  /** What mints more tokens like these (the token-cache pass). */
+  readonly mint: (iatOffsetS: number) => Promise<BenchTokens>;
+  readonly durationS: number;
+  readonly warmupS: number;
+  readonly versions: { wrk: string; pgbench: string };
+  readonly log: (line: string) => void;
   /**
-   * Closes every database connection of the stack and waits until Auth's
-   * idle ones have gone too, so that PostgreSQL's statistics views hold
-   * everything done so far (see {@linkcode quiesce}'s body).
+   * Ends the functions' pools and lets Auth's time out, so PostgreSQL's
+   * statistics views hold everything done so far: a backend that reported
+   * less than a second ago defers the rest for 10 s (PGSTAT_IDLE_INTERVAL)
+   * but reports all when it exits.
    */
   quiesce(): Promise<void>;
-  /** Stops every server, pool and proxy. */
+  /** Function log lines written so far (they go to a file). */
+  functionLogLines(): number;
   close(): Promise<void>;
 }
 
-/** Options of {@linkcode startBenchStack}. */
-export interface BenchStackOptions {
-  /** The (fresh) PostgreSQL database. */
-  databaseUrl: string;
-  /** Folder for the signing key. */
-  dataDir: string;
-  /** Gateway variants; the first one's URL is the tokens' issuer. */
-  variants: readonly VariantSpec[];
-  /** Progress lines. */
-  log?: (line: string) => void;
-}
+/** Settings pinned on every variant, so a developer's environment cannot change what is measured. */
+export const DEFAULT_SETTINGS = {
+  USERNAME_MATCH_DOMAINS: LOCAL_USERNAME_MATCH_DOMAINS,
+  PRESENCE_MIN_WRITE_INTERVAL_S: "0",
+  PRESENCE_VERIFY: "local",
+};
 
 const _JWT_EXPIRY = 3600;
 
-/**
- * Migrates the database and serves the variants on free loopback ports.
- *
- * @example
- * ```ts
- * const stack = await startBenchStack({
- *   databaseUrl, dataDir, variants: [{ name: "main" }],
- * });
- * await fetch(stack.variants.main.pingUrl, { method: "POST", headers });
- * await stack.close();
- * ```
- */
-export async function startBenchStack(
-  options: BenchStackOptions,
-): Promise<BenchStack> {
-  const log = options.log ?? (() => {});
-  const dbUrl = options.databaseUrl;
-  const cleanups: (() => Promise<void>)[] = [];
+/** Sets the stack up on a fresh database of the cluster in TEST_DATABASE_URL. */
+export async function setUp(options: {
+  users: number;
+  durationS: number;
+  warmupS: number;
+  skipIntervalS: number;
+  log: (line: string) => void;
+}): Promise<BenchContext> {
+  const { log, users } = options;
+  const cleanups: (() => Promise<unknown>)[] = [];
   const close = async () => {
-    for (const cleanup of cleanups.reverse()) {
-      await cleanup().catch(() => {});
-    }
+    for (const c of cleanups.reverse()) await c().catch(() => {});
   };
   try {
+    const versions = {
+      wrk: await toolVersion("wrk", "wrk is missing: apt-get install wrk"),
+      pgbench: await toolVersion(
+        "pgbench",
+        "pgbench is missing: apt-get install postgresql-client",
+      ),
+    };
+    // The functions write one log line per request with console.log. Those
+    // writes stay (part of a ping's cost, as on the platform, whose
+    // collector reads them) but go to a file instead of burying the report.
+    const tmp = await Deno.makeTempDir({ prefix: "bench-" });
+    cleanups.push(() => Deno.remove(tmp, { recursive: true }));
+    const logSink = await Deno.open(`${tmp}/functions.log`, {
+      write: true,
+      create: true,
+    });
+    const print = console.log;
+    let logLines = 0;
+    const encoder = new TextEncoder();
+    console.log = (...args: unknown[]) => {
+      logLines++;
+      logSink.writeSync(encoder.encode(args.map(String).join(" ") + "\n"));
+    };
+    cleanups.push(() => {
+      console.log = print;
+      return Promise.resolve(logSink.close());
+    });
+    const database = await createTestDatabase();
+    cleanups.push(() => database.close());
+    const dbUrl = database.url;
     await bootstrapDatabase(dbUrl);
     await pushMigrations(dbUrl);
     log("Migrated the database with the Supabase CLI");
-    const signingKeyFile = `${options.dataDir}/signing_key.json`;
+
+    const signingKeyFile = `${tmp}/signing_key.json`;
     const signingKey = await loadOrCreateSigningKey(signingKeyFile);
-    const ports = options.variants.map(() => _freePort());
+    const specs: [string, Record<string, string>, boolean][] = [
+      ["main", {}, false],
+      ["count", {}, true],
+      ["count-auth", { PRESENCE_VERIFY: "auth" }, true],
+      ["skip", {
+        PRESENCE_MIN_WRITE_INTERVAL_S: String(options.skipIntervalS),
+      }, false],
+    ];
+    const ports = specs.map(_freePort);
     const issuer = `http://127.0.0.1:${ports[0]}/auth/v1`;
-
-    const isValidJwt = localJwtCheck(signingKey);
-
     const variants: Record<string, Variant> = {};
     const allDeps: OwnedDeps[] = [];
-    for (const [i, spec] of options.variants.entries()) {
-      const apiUrl = `http://127.0.0.1:${ports[i]}`;
-      const proxies = spec.counted
+    for (const [i, [name, settings, counted]] of specs.entries()) {
+      const proxies = counted
         ? {
           functions: startCountingProxy(dbUrl),
           auth: startCountingProxy(dbUrl),
         }
         : null;
       if (proxies) {
-        cleanups.push(() => proxies.functions.close());
-        cleanups.push(() => proxies.auth.close());
+        cleanups.push(
+          () => proxies.functions.close(),
+          () => proxies.auth.close(),
+        );
       }
       // As local/stack.ts, except idle_timeout: see quiesce().
       const authSql = postgres(proxies?.auth.url ?? dbUrl, {
@@ -165,75 +182,110 @@ export async function startBenchStack(
         anonKey: LOCAL_ANON_KEY,
         serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
       });
+      const apiUrl = `http://127.0.0.1:${ports[i]}`;
       const functionsDbUrl = proxies?.functions.url ?? dbUrl;
       const env = functionEnv({
         apiUrl,
         dbUrl: functionsDbUrl,
         anonKey: LOCAL_ANON_KEY,
         serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
-        // Every variant accepts the tokens the first one's Auth issues:
-        // without this, a variant on another port would refuse them on
-        // the fast path (another issuer) and ask Auth for each.
-        overrides: { PRESENCE_TOKEN_ISSUER: issuer, ...spec.settings },
+        // Every variant accepts the tokens the first one's Auth issues;
+        // otherwise another port is another issuer, refused on the fast path.
+        overrides: {
+          PRESENCE_TOKEN_ISSUER: issuer,
+          ...DEFAULT_SETTINGS,
+          ...settings,
+        },
       });
-      let counts: VariantCounts = { pings: {}, auth: {} };
-      const countedAuth = async (req: Request) => {
-        const path = new URL(req.url).pathname;
-        counts.auth[path] = (counts.auth[path] ?? 0) + 1;
-        return await auth(req);
-      };
       const deps = createDeps();
       allDeps.push(deps);
+      let pings: Record<number, number> = {};
+      let authPaths: Record<string, number> = {};
       const gateway = createGateway({
-        auth: countedAuth,
+        auth: (req) => {
+          const path = new URL(req.url).pathname;
+          authPaths[path] = (authPaths[path] ?? 0) + 1;
+          return auth(req);
+        },
         functions: localFunctions(env, deps),
-        isValidJwt,
+        isValidJwt: localJwtCheck(signingKey),
       });
-      const handler = async (req: Request) => {
-        const res = await gateway(req);
-        if (new URL(req.url).pathname.endsWith("/presence-ping")) {
-          counts.pings[res.status] = (counts.pings[res.status] ?? 0) + 1;
-        }
-        return res;
-      };
       const server = Deno.serve(
         { hostname: "127.0.0.1", port: ports[i], onListen: () => {} },
-        handler,
+        async (req) => {
+          const res = await gateway(req);
+          if (req.url.endsWith("/presence-ping")) {
+            pings[res.status] = (pings[res.status] ?? 0) + 1;
+          }
+          return res;
+        },
       );
       cleanups.push(async () => {
         await server.shutdown();
         await deps.close();
       });
-      variants[spec.name] = {
-        name: spec.name,
+      variants[name] = {
+        name,
+        settings,
         apiUrl,
         pingUrl: `${apiUrl}/functions/v1/presence-ping`,
-        counts: () => structuredClone(counts),
+        counts: () => structuredClone({ pings, auth: authPaths }),
         reset() {
-          counts = { pings: {}, auth: {} };
+          pings = {};
+          authPaths = {};
           proxies?.functions.reset();
           proxies?.auth.reset();
         },
         forgetVerifiedTokens: () => deps.forgetVerifiedTokens(),
         proxies,
       };
-      log(`Serving variant "${spec.name}" on ${apiUrl}`);
+    }
+    const bare = _startBareServer();
+    cleanups.push(() => bare.shutdown());
+    const sql = postgres(dbUrl, { max: 2, prepare: false, onnotice: () => {} });
+    cleanups.push(() => sql.end({ timeout: 5 }));
+
+    log(`Creating ${users} users with sessions and tokens`);
+    // On a connection of its own, closed at once, so that its statistics
+    // are reported before any pass starts.
+    const bulk = postgres(dbUrl, {
+      max: 1,
+      prepare: false,
+      onnotice: () => {},
+    });
+    await createBenchUsers(bulk, users).finally(() => bulk.end());
+    const mint = (iatOffsetS: number) =>
+      mintTokens({
+        users,
+        signingKeyFile,
+        jwtSecret: LOCAL_JWT_SECRET,
+        issuer,
+        expiry: _JWT_EXPIRY,
+        iatOffsetS,
+      });
+    const tokens = await mint(0);
+    const tokenFiles = { es256: `${tmp}/es256.txt`, hs256: `${tmp}/hs256.txt` };
+    for (const kind of ["es256", "hs256"] as const) {
+      await Deno.writeTextFile(tokenFiles[kind], tokens[kind].join("\n"));
     }
     return {
       dbUrl,
-      anonKey: LOCAL_ANON_KEY,
-      jwtSecret: LOCAL_JWT_SECRET,
-      issuer,
-      signingKeyFile,
-      jwtExpiry: _JWT_EXPIRY,
+      sql,
       variants,
+      bareUrl: `http://127.0.0.1:${bare.addr.port}/functions/v1/presence-ping`,
+      users,
+      tokens,
+      tokenFiles,
+      mint,
+      durationS: options.durationS,
+      warmupS: options.warmupS,
+      versions,
+      log,
       async quiesce() {
-        // A backend that reported less than a second ago defers the rest
-        // for 10 s (PGSTAT_IDLE_INTERVAL), but reports all when it exits:
-        // so end the functions' pools and let Auth's time out.
         await Promise.all(allDeps.map((deps) => deps.close()));
         await new Promise((r) => setTimeout(r, 1_600));
       },
+      functionLogLines: () => logLines,
       close,
     };
   } catch (error) {
@@ -242,12 +294,9 @@ export async function startBenchStack(
   }
 }
 
-/**
- * A bare Deno handler that answers like a successful ping without doing any
- * of its work: the HTTP ceiling. It reads the body, as the real handler
- * must, and returns the same JSON.
- */
-export function startBareServer(): { url: string; close(): Promise<void> } {
+// The HTTP ceiling: answers like a successful ping without its work. It
+// reads the body, as the real handler must, and returns the same JSON.
+function _startBareServer(): Deno.HttpServer<Deno.NetAddr> {
   const body = JSON.stringify({
     ok: true,
     user: {
@@ -256,7 +305,7 @@ export function startBareServer(): { url: string; close(): Promise<void> } {
       presence_state: "online",
     },
   });
-  const server = Deno.serve(
+  return Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
     async (req) => {
       await req.text();
@@ -265,10 +314,6 @@ export function startBareServer(): { url: string; close(): Promise<void> } {
       });
     },
   );
-  return {
-    url: `http://127.0.0.1:${server.addr.port}/functions/v1/presence-ping`,
-    close: () => server.shutdown(),
-  };
 }
 
 function _freePort(): number {

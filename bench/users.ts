@@ -15,25 +15,23 @@ import type postgres from "postgres";
 import { hashPassword } from "../local/auth/passwords.ts";
 import { sortedKeys } from "../local/auth/present.ts";
 
-/** How user number `n` (1-based) is named everywhere; pgbench rebuilds these in SQL. */
+/**
+ * How user number `n` (1-based) is named: `auth.users.id` (and
+ * `usuarios.auth_user_id`), `auth.sessions.id`, email (lower-case; its
+ * local part is `usuarios.nombre_usuario`); `sql`: the same as SQL
+ * expressions of an integer expression (pgbench's `:n`, `generate_series`).
+ */
 export const USER_NAMING = {
-  /** `auth.users.id` and `usuarios.auth_user_id`. */
   id: (n: number) => `b0000000-0000-4000-8000-${String(n).padStart(12, "0")}`,
-  /** `auth.sessions.id`. */
   sessionId: (n: number) =>
     `b1000000-0000-4000-8000-${String(n).padStart(12, "0")}`,
-  /** Email, lower-case. */
   email: (n: number) => `bench-${n}@bench.test`,
-  /** `usuarios.nombre_usuario`: the email's local part. */
-  username: (n: number) => `bench-${n}`,
-  /** The same names as SQL expressions of an integer expression `n`. */
   sql: {
     id: (n: string) =>
       `('b0000000-0000-4000-8000-' || lpad((${n})::text, 12, '0'))`,
     sessionId: (n: string) =>
       `('b1000000-0000-4000-8000-' || lpad((${n})::text, 12, '0'))`,
     email: (n: string) => `('bench-' || (${n})::text || '@bench.test')`,
-    username: (n: string) => `('bench-' || (${n})::text)`,
   },
 };
 
@@ -48,32 +46,23 @@ export interface BenchTokens {
   readonly hs256: string[];
 }
 
-/** What {@linkcode mintTokens} needs to know about the stack. */
+/**
+ * What {@linkcode mintTokens} needs: the `signing_key.json` the stack
+ * wrote, the HS256 secret, `iss` (`<api url>/auth/v1`), the lifetime, and
+ * seconds added to now for `iat` (another value, other token strings).
+ */
 export interface MintOptions {
-  /** Number of users. */
   users: number;
-  /** The `signing_key.json` the stack persisted in its data folder. */
   signingKeyFile: string;
-  /** HS256 secret. */
   jwtSecret: string;
-  /** `iss` claim: `<api url>/auth/v1`. */
   issuer: string;
-  /** Token lifetime in seconds (config.toml `jwt_expiry`). */
   expiry: number;
-  /** Seconds added to now for `iat` (and `exp`): another value, other token strings. */
   iatOffsetS?: number;
-  /** Mint one kind only (the other comes back empty). */
-  only?: "es256" | "hs256";
 }
 
 /**
  * Inserts `count` users with one session and refresh token each, and their
  * linked `usuarios` rows, in one transaction.
- *
- * @example
- * ```ts
- * await createBenchUsers(sql, 1000);
- * ```
  */
 export async function createBenchUsers(
   sql: postgres.Sql,
@@ -132,41 +121,11 @@ export async function createBenchUsers(
     );
     await tx.unsafe(
       `insert into public.usuarios (correo, nombre_usuario, auth_user_id, rol)
-       select ${email}, ${USER_NAMING.sql.username(n)}, ${id}::uuid, 'usuario'
+       select ${email}, ('bench-' || g.n), ${id}::uuid, 'usuario'
        from generate_series(1, $1::int) g(n)`,
       [count],
     );
   });
-}
-
-/**
- * Adds filler `usuarios` rows (no identity, never pinged) until the table
- * holds `total` rows, then vacuums and analyzes it as autovacuum would
- * after a bulk load. Returns the row count.
- */
-export async function growUsuarios(
-  sql: postgres.Sql,
-  total: number,
-): Promise<number> {
-  const [{ count }] = await sql<{ count: number }[]>`
-    select count(*)::int as count from public.usuarios`;
-  if (count < total) {
-    await sql.unsafe(
-      `insert into public.usuarios (
-         correo, nombre_usuario, auth_user_id, rol, ultimo_acceso,
-         presence_state)
-       select 'filler-' || g.n || '@bench.test', 'filler-' || g.n,
-         gen_random_uuid(), 'usuario',
-         now() - random() * interval '1 day',
-         case when random() < 0.3 then 'online' else 'offline' end
-       from generate_series($1::int, $2::int) g(n)`,
-      [count + 1, total],
-    );
-  }
-  await sql.unsafe("vacuum analyze public.usuarios");
-  const [{ rows }] = await sql<{ rows: number }[]>`
-    select count(*)::int as rows from public.usuarios`;
-  return rows;
 }
 
 /**
@@ -189,54 +148,40 @@ export async function mintTokens(options: MintOptions): Promise<BenchTokens> {
   const es256: string[] = [];
   const hs256: string[] = [];
   for (let n = 1; n <= options.users; n++) {
-    const claims = benchClaims(n, options.issuer, iat, options.expiry);
-    if (options.only !== "hs256") {
-      es256.push(
-        await new SignJWT(claims)
-          .setProtectedHeader({ alg: "ES256", kid, typ: "JWT" })
-          .sign(es256Key),
-      );
-    }
-    if (options.only !== "es256") {
-      hs256.push(
-        await new SignJWT(claims)
-          .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-          .sign(hs256Key),
-      );
-    }
+    const claims = {
+      iss: options.issuer,
+      sub: USER_NAMING.id(n),
+      aud: "authenticated",
+      exp: iat + options.expiry,
+      iat,
+      email: USER_NAMING.email(n),
+      phone: "",
+      app_metadata: sortedKeys({ provider: "email", providers: ["email"] }),
+      user_metadata: sortedKeys({ email_verified: true }),
+      role: "authenticated",
+      aal: "aal1",
+      amr: [{ method: "password", timestamp: iat }],
+      session_id: USER_NAMING.sessionId(n),
+      is_anonymous: false,
+    };
+    es256.push(
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: "ES256", kid, typ: "JWT" })
+        .sign(es256Key),
+    );
+    hs256.push(
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+        .sign(hs256Key),
+    );
   }
   return { es256, hs256 };
 }
 
-/** The claims of user `n`'s access token, in the stand-in's order. */
-export function benchClaims(
-  n: number,
-  issuer: string,
-  iat: number,
-  expiry: number,
-): Record<string, unknown> {
-  return {
-    iss: issuer,
-    sub: USER_NAMING.id(n),
-    aud: "authenticated",
-    exp: iat + expiry,
-    iat,
-    email: USER_NAMING.email(n),
-    phone: "",
-    app_metadata: sortedKeys({ provider: "email", providers: ["email"] }),
-    user_metadata: sortedKeys({ email_verified: true }),
-    role: "authenticated",
-    aal: "aal1",
-    amr: [{ method: "password", timestamp: iat }],
-    session_id: USER_NAMING.sessionId(n),
-    is_anonymous: false,
-  };
-}
-
 /**
- * Signs user `n` in through the stand-in's password grant and says which
- * claims of the token it issued differ from the minted one (times and the
- * fresh session aside). Empty when they agree.
+ * Signs user `n` in through the stand-in's password grant and lists the
+ * claims of its token that differ from `minted` (names, order, values;
+ * times and the fresh session aside). Empty when they agree.
  */
 export async function compareWithIssued(
   apiUrl: string,
@@ -253,28 +198,21 @@ export async function compareWithIssued(
     }),
   });
   const body = await res.json();
-  if (!res.ok) {
-    return [`password grant failed with ${res.status} "${body.error_code}"`];
-  }
-  const issued = decodeJwt(body.access_token) as Record<string, unknown>;
-  const ours = decodeJwt(minted) as Record<string, unknown>;
-  const differences: string[] = [];
-  if (Object.keys(issued).join() !== Object.keys(ours).join()) {
-    differences.push(
-      `claim names or order: issued "${Object.keys(issued).join()}", minted "${
-        Object.keys(ours).join()
-      }"`,
-    );
-  }
-  for (const key of Object.keys(issued)) {
-    if (["iat", "exp", "amr", "session_id"].includes(key)) continue;
-    if (JSON.stringify(issued[key]) !== JSON.stringify(ours[key])) {
-      differences.push(
-        `"${key}": issued ${JSON.stringify(issued[key])}, minted ${
-          JSON.stringify(ours[key])
-        }`,
-      );
-    }
-  }
-  return differences;
+  if (!res.ok) return [`password grant failed with ${res.status}`];
+  const issued = decodeJwt(body.access_token);
+  const ours = decodeJwt(minted);
+  const names = [Object.keys(issued).join(), Object.keys(ours).join()];
+  return [
+    ...(names[0] !== names[1]
+      ? [`claims "${names[0]}" against "${names[1]}"`]
+      : []),
+    ...Object.keys(issued)
+      .filter((k) => !["iat", "exp", "amr", "session_id"].includes(k))
+      .filter((k) => JSON.stringify(issued[k]) !== JSON.stringify(ours[k]))
+      .map((k) =>
+        `"${k}": ${JSON.stringify(issued[k])} against ${
+          JSON.stringify(ours[k])
+        }`
+      ),
+  ];
 }

@@ -12,12 +12,22 @@
 import postgres from "postgres";
 import { PROJECT_DIR } from "../local/migrate.ts";
 import { createTestDatabase } from "../local/testing/database.ts";
-import { n, table } from "./report.ts";
-import type { WriteCostRow, WritePart } from "./types.ts";
+import { runPgbench } from "./pgbench.ts";
 
-const _ROWS = 100_000;
-const _CLIENTS = 4;
-const _PER_CLIENT = 10_000;
+/** The table's rows and pgbench's clients and updates per client. */
+export const WRITE_COST = { rows: 100_000, clients: 4, perClient: 10_000 };
+
+/** The part of the read side whose write cost is measured. */
+export type WritePart = "index" | "trigger";
+
+/** One pgbench pass. */
+export interface WriteCostRow {
+  part: WritePart;
+  enabled: boolean;
+  updatesPerS: number;
+  walBytesPerUpdate: number;
+  hotPercent: number | null;
+}
 
 // The trigger pass needs the index's migration too: a deployment with the
 // change log has both, so only the trigger varies.
@@ -51,7 +61,6 @@ export async function measureWriteCost(
 ): Promise<WriteCostRow[]> {
   const db = await createTestDatabase();
   const sql = postgres(db.url, { max: 1, prepare: false, onnotice: () => {} });
-  const script = await Deno.makeTempFile({ suffix: ".sql" });
   const rows: WriteCostRow[] = [];
   try {
     for (const file of _MIGRATIONS[part]) {
@@ -65,43 +74,36 @@ export async function measureWriteCost(
       select 'f' || g || '@bench.test', 'f' || g, gen_random_uuid(),
              now() - random() * interval '1 day',
              case when random() < 0.3 then 'online' else 'offline' end
-      from generate_series(1, ${_ROWS}::int) g`;
+      from generate_series(1, ${WRITE_COST.rows}::int) g`;
     await sql`vacuum analyze public.usuarios`;
-    await Deno.writeTextFile(
-      script,
-      `\\set n random(1, 1000)
+    const script = `\\set n random(1, 1000)
 update public.usuarios
 set ultimo_acceso = date_trunc('milliseconds', now()), presence_state = 'online'
 where id = :n;
-`,
-    );
-    const updates = _CLIENTS * _PER_CLIENT;
+`;
+    const { clients, perClient } = WRITE_COST;
     for (let r = 0; r < rounds; r++) {
       for (const enabled of [false, true]) {
         await sql.unsafe(_TOGGLE[part](enabled));
         await sql`select pg_stat_reset_single_table_counters('public.usuarios'::regclass)`;
         await sql`checkpoint`;
         const [{ lsn }] = await sql`select pg_current_wal_lsn()::text as lsn`;
-        const out = await new Deno.Command("pgbench", {
-          args: [
-            ...["-n", "-M", "prepared", "-c", String(_CLIENTS), "-j", "2"],
-            ...["-t", String(_PER_CLIENT), "-f", script, db.url],
-          ],
-          stdout: "piped",
-          stderr: "piped",
-        }).output();
-        const text = new TextDecoder().decode(out.stdout);
+        const run = await runPgbench(db.url, script, {
+          c: clients,
+          protocol: "prepared",
+          transactions: perClient,
+        });
         // Counters reach pg_stat_user_tables when the backends report them.
         await new Promise((r) => setTimeout(r, 1500));
         const [s] = await sql`
           select pg_wal_lsn_diff(pg_current_wal_lsn(), ${lsn}::pg_lsn)::float8
-                   / ${updates} as wal,
+                   / ${clients * perClient} as wal,
                  100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0) as hot
           from pg_stat_user_tables where relid = 'public.usuarios'::regclass`;
         rows.push({
           part,
           enabled,
-          updatesPerS: Number(/tps = ([\d.]+)/.exec(text)?.[1] ?? NaN),
+          updatesPerS: run.rps,
           walBytesPerUpdate: Number(s.wal),
           hotPercent: s.hot === null ? null : Number(s.hot),
         });
@@ -109,24 +111,7 @@ where id = :n;
     }
     return rows;
   } finally {
-    await Deno.remove(script).catch(() => {});
     await sql.end();
     await db.close();
   }
-}
-
-/** The table printed for {@linkcode measureWriteCost}'s rows. */
-export function formatWriteCost(rows: WriteCostRow[]): string {
-  return `Write cost (pgbench -M prepared -c ${_CLIENTS}, ${
-    n(_CLIENTS * _PER_CLIENT, 0)
-  } updates of 1,000 users in ${n(_ROWS, 0)} rows per pass)\n` + table(
-    ["part", "on", "updates/s", "WAL bytes per update", "HOT updates"],
-    rows.map((r) => [
-      r.part,
-      r.enabled ? "yes" : "no",
-      n(r.updatesPerS, 0),
-      n(r.walBytesPerUpdate, 0),
-      r.hotPercent === null ? "-" : `${n(r.hotPercent, 1)}%`,
-    ]),
-  );
 }
