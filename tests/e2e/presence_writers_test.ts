@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { type Clock, PresenceKit } from "../../client/presence.ts";
-import type { Sql } from "../../supabase/functions/_shared/db.ts";
+import { bounded, type Sql } from "../../supabase/functions/_shared/db.ts";
 import {
   type PresenceUser,
   readPresence,
@@ -356,6 +356,117 @@ if (onPostgres) {
   // PGlite runs one transaction at a time: a transaction left open there
   // would stop every other statement, so these cases exist only where
   // transactions overlap.
+
+  // Holds ACCESS EXCLUSIVE on usuarios, so that reads wait on it, until
+  // `release()`; `waiting()` counts the statements queued behind it.
+  async function lockUsuarios() {
+    const locker = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+    const watch = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+    let release: () => void = () => {};
+    const released = new Promise<void>((r) => release = r);
+    let locked: () => void = () => {};
+    const isLocked = new Promise<void>((r) => locked = r);
+    const held = locker.begin(async (tx) => {
+      await tx`lock table public.usuarios in access exclusive mode`;
+      locked();
+      await released;
+    });
+    await isLocked;
+    let ended: Promise<void> | undefined;
+    return {
+      async waitFor(count: number) {
+        for (let i = 0; i < 500; i++) {
+          const [{ n }] = await watch<{ n: number }[]>`
+            select count(*)::int as n from pg_catalog.pg_locks
+            where not granted and relation = 'public.usuarios'::regclass`;
+          if (n >= count) return;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        throw new Error(`no ${count} statements waited on the lock`);
+      },
+      release() {
+        release();
+        ended ??= held.then(() => Promise.all([locker.end(), watch.end()]))
+          .then(() => {});
+        return ended;
+      },
+    };
+  }
+
+  const sharedOptions = {
+    afterId: 0,
+    limit: 500,
+    admin: false,
+    awayS: 300,
+    offlineS: 900,
+    since: null,
+  };
+  const sharedColumns = { authUserId: true, lastManualLogoutAt: true };
+
+  e2eTest(
+    "readShared: when the request that started a shared read is abandoned, its sharers ask again and are answered, not failed",
+    async () => {
+      const pool = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
+      const lock = await lockUsuarios();
+      try {
+        const closedTab = new AbortController();
+        const starter = bounded(pool, {
+          timeoutMs: 30_000,
+          signal: closedTab.signal,
+        });
+        const sharer = bounded(pool, {
+          timeoutMs: 30_000,
+          signal: new AbortController().signal,
+        });
+        const first = readShared(starter, sharedColumns, sharedOptions);
+        const firstOutcome = first.then(() => null, (e) => e);
+        await lock.waitFor(1);
+        const second = readShared(sharer, sharedColumns, sharedOptions);
+        const secondOutcome = second.then((r) => r, (e) => e);
+        closedTab.abort();
+        const failure = await firstOutcome;
+        assert.equal(failure?.code, "57014");
+        // The sharer's own statement now waits on the lock in its place.
+        await lock.waitFor(1);
+        await lock.release();
+        const answer = await secondOutcome;
+        assert.ok(!(answer instanceof Error), String(answer));
+        const fresh = await readPresence(pool, sharedColumns, sharedOptions);
+        assert.deepEqual(answer.users, fresh.users);
+      } finally {
+        await lock.release();
+        await pool.end();
+      }
+    },
+  );
+
+  e2eTest(
+    "readShared: a shared read that runs out of time fails its sharers with it (no statement per watcher on a slow database)",
+    async () => {
+      const pool = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
+      const lock = await lockUsuarios();
+      try {
+        const starter = bounded(pool, {
+          timeoutMs: 2_000,
+          signal: new AbortController().signal,
+        });
+        const sharer = bounded(pool, {
+          timeoutMs: 30_000,
+          signal: new AbortController().signal,
+        });
+        const first = readShared(starter, sharedColumns, sharedOptions)
+          .then(() => null, (e) => e);
+        await lock.waitFor(1);
+        const second = readShared(sharer, sharedColumns, sharedOptions)
+          .then(() => null, (e) => e);
+        assert.equal((await first)?.code, "57014");
+        assert.equal((await second)?.code, "57014");
+      } finally {
+        await lock.release();
+        await pool.end();
+      }
+    },
+  );
   e2eTest(
     "presence: a SAVEPOINT write committed after a cursor was issued is in the next delta",
     async () => {

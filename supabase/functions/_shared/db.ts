@@ -217,6 +217,26 @@ export function poolOf(sql: Sql): Sql {
   return (sql as unknown as { [_POOL]?: Sql })[_POOL] ?? sql;
 }
 
+const _BOUNDS = Symbol("bounds");
+
+/**
+ * Whether the request behind a bounded `sql` was abandoned (its signal
+ * aborted): its statements are cancelled, for its own sake and for any
+ * caller that shared one of them. `false` for an unbounded `sql`.
+ *
+ * @example
+ * ```ts
+ * const ac = new AbortController();
+ * const sql = bounded(pool, { timeoutMs: 3_000, signal: ac.signal });
+ * ac.abort();
+ * abandoned(sql); // true
+ * ```
+ */
+export function abandoned(sql: Sql): boolean {
+  const bounds = (sql as unknown as { [_BOUNDS]?: QueryBounds })[_BOUNDS];
+  return bounds?.signal?.aborted ?? false;
+}
+
 // `timer`: whether the client's timer bounds each statement. Inside a
 // transaction the server does (SET LOCAL, which a caller may raise for its
 // own transaction, as auth-sync's leased writes do), and only an aborted
@@ -234,6 +254,7 @@ function _tracked(
     apply: (target, self, args) => track(Reflect.apply(target, self, args)),
     get(target, key, receiver) {
       if (key === _POOL) return poolOf(target);
+      if (key === _BOUNDS) return bounds;
       const value = Reflect.get(target, key, receiver);
       if (key === "unsafe" && typeof value === "function") {
         return (...args: unknown[]) => track(value.apply(target, args));

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import {
+  abandoned,
   asDbTimeout,
   bounded,
   connectionOptions,
@@ -161,6 +162,22 @@ Deno.test("poolOf: every request's bounded view of a pool leads back to that one
     assert.equal(poolOf(a), pool);
     assert.equal(poolOf(b), pool);
     assert.equal(poolOf(pool), pool);
+  } finally {
+    await pool.end();
+  }
+});
+
+Deno.test("abandoned: true once the request behind a bounded view aborts, never for the pool or a view without a signal", async () => {
+  const pool = postgres("postgresql://u:p@127.0.0.1:1/db", { max: 1 });
+  try {
+    const request = new AbortController();
+    const view = bounded(pool, { timeoutMs: 1000, signal: request.signal });
+    const plain = bounded(pool, { timeoutMs: 1000 });
+    assert.equal(abandoned(view), false);
+    request.abort();
+    assert.equal(abandoned(view), true);
+    assert.equal(abandoned(plain), false);
+    assert.equal(abandoned(pool), false);
   } finally {
     await pool.end();
   }

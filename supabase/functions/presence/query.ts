@@ -20,7 +20,7 @@
  * @module
  */
 import type { OptionalColumns } from "../_shared/columns.ts";
-import { poolOf, type Sql } from "../_shared/db.ts";
+import { abandoned, poolOf, type Sql } from "../_shared/db.ts";
 import type { Fragment } from "../_shared/match_user.ts";
 import type { CursorState } from "./cursor.ts";
 import { maskUsername } from "./mask.ts";
@@ -99,14 +99,18 @@ export async function readPresence(
 
 // Reads in flight, per pool (not per request: each request's `sql` is its
 // own bounded view of the pool, `poolOf`): by everything but the cursor,
-// then the cursor (null for a full read) and the pending answer. A shared
-// statement is bounded by the request that started it: should that request
-// abort, the statement is cancelled and its sharers answer 503 db_timeout.
+// then the cursor (null for a full read), whether the request that started
+// it was abandoned, and the pending answer. A shared statement is bounded
+// by the request that started it (see readShared for when that one goes).
 // Module state keyed by the pool (passed in with the handler's deps), and
 // gone with it: the one kind deps.ts leaves to the modules.
 const _inFlight = new WeakMap<
   Sql,
-  Map<string, { since: CursorState | null; read: Promise<ReadResult> }[]>
+  Map<string, {
+    since: CursorState | null;
+    abandoned: () => boolean;
+    read: Promise<ReadResult>;
+  }[]>
 >();
 
 /**
@@ -137,9 +141,21 @@ export function readShared(
       ? r.since === null
       : r.since !== null && covers(r.since, options.since)
   );
-  if (shared) return shared.read;
+  if (shared) {
+    // The request that started the statement was abandoned (a tab closed
+    // mid-poll) and its statement cancelled: this caller still waits, and
+    // asks again (sharing with the others it left) instead of answering
+    // 503 for someone else's disconnect. A statement that ran out of time
+    // is not run again: its sharers answer 503 with it, so a slow database
+    // does not get one more statement per watcher.
+    return shared.read.catch((error) => {
+      if (!shared.abandoned()) throw error;
+      return readShared(sql, columns, options);
+    });
+  }
   const entry = {
     since: options.since,
+    abandoned: () => abandoned(sql),
     read: readPresence(sql, columns, options).finally(() => {
       const list = pending.get(key)!;
       list.splice(list.indexOf(entry), 1);
