@@ -69,7 +69,13 @@ export function createFunction(
       response = errorResponse(error, requestId);
       code = error instanceof HttpError ? error.code : "internal_error";
       reason = error instanceof HttpError ? error.extra.error : undefined;
-      if (!(error instanceof HttpError) || error.status >= 500) {
+      // A client that went away (a closed tab, a load generator's last
+      // requests) had its statements cancelled: nobody reads this answer,
+      // and nothing failed. Its "Request handled" line says so, at info.
+      if (req.signal.aborted) {
+        code = "client_closed";
+        reason = undefined;
+      } else if (!(error instanceof HttpError) || error.status >= 500) {
         const cause = error instanceof HttpError ? error.cause : error;
         logEvent("error", `Request failed in "${name}"`, {
           request_id: requestId,

@@ -226,3 +226,39 @@ Deno.test("createFunction: a refused call's log line says why (status, code, and
   assert.equal(handled.code, "invalid_token");
   assert.equal(handled.reason, "JWT expired");
 });
+
+Deno.test("createFunction: a request its client abandoned is logged once, at info, as client_closed, not as a failure", async () => {
+  const client = new AbortController();
+  const cancelled = createFunction("t", (n) => env[n], () => {
+    client.abort();
+    return Promise.reject(
+      Object.assign(new Error("statement not started in time"), {
+        code: "57014",
+      }),
+    );
+  });
+  const lines = await logged(() =>
+    cancelled(
+      new Request("http://x/", { method: "POST", signal: client.signal }),
+    )
+  );
+  assert.deepEqual(lines.map((l) => [l.level, l.msg, l.code]), [[
+    "info",
+    "Request handled",
+    "client_closed",
+  ]]);
+  // The same failure for a client still waiting is an error.
+  const failing = createFunction("t", (n) => env[n], () =>
+    Promise.reject(
+      Object.assign(new Error("statement not started in time"), {
+        code: "57014",
+      }),
+    ));
+  const kept = await logged(() =>
+    failing(new Request("http://x/", { method: "POST" }))
+  );
+  assert.deepEqual(kept.map((l) => [l.level, l.code]), [
+    ["error", "db_timeout"],
+    ["info", "db_timeout"],
+  ]);
+});
