@@ -25,6 +25,53 @@ import { startTestStack, type TestStack } from "../support/stack.ts";
 const stack: TestStack = await startTestStack();
 const onPostgres = Boolean(Deno.env.get("TEST_DATABASE_URL"));
 
+/** The optional columns of the test stack's table, and a full first page. */
+const READ_COLUMNS = { authUserId: true, lastManualLogoutAt: true };
+const FULL_READ = {
+  afterId: 0,
+  limit: 500,
+  admin: false,
+  awayS: 300,
+  offlineS: 900,
+  since: null,
+};
+
+// Holds ACCESS EXCLUSIVE on usuarios, so that reads wait on it, until
+// `release()`; `waitFor(n)` waits until n statements queue behind it.
+async function lockUsuarios() {
+  const locker = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+  const watch = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
+  let release: () => void = () => {};
+  const released = new Promise<void>((r) => release = r);
+  let locked: () => void = () => {};
+  const isLocked = new Promise<void>((r) => locked = r);
+  const held = locker.begin(async (tx) => {
+    await tx`lock table public.usuarios in access exclusive mode`;
+    locked();
+    await released;
+  });
+  await isLocked;
+  let ended: Promise<void> | undefined;
+  return {
+    async waitFor(count: number) {
+      for (let i = 0; i < 500; i++) {
+        const [{ n }] = await watch<{ n: number }[]>`
+          select count(*)::int as n from pg_catalog.pg_locks
+          where not granted and relation = 'public.usuarios'::regclass`;
+        if (n >= count) return;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      throw new Error(`no ${count} statements waited on the lock`);
+    },
+    release() {
+      release();
+      ended ??= held.then(() => Promise.all([locker.end(), watch.end()]))
+        .then(() => {});
+      return ended;
+    },
+  };
+}
+
 /** A clock whose timers fire only when the test says so. */
 class ManualClock implements Clock {
   #timers = new Map<number, () => void>();
@@ -276,15 +323,8 @@ e2eTest(
       end $$;
       grant usage on schema public, presence to presence_reader_18;
       grant select on public.usuarios, presence.changes to presence_reader_18;`);
-    const columns = { authUserId: true, lastManualLogoutAt: true };
-    const options = {
-      afterId: 0,
-      limit: 500,
-      admin: false,
-      awayS: 300,
-      offlineS: 900,
-      since: null,
-    };
+    const columns = READ_COLUMNS;
+    const options = FULL_READ;
     const asReader = <T>(work: (sql: Sql) => Promise<T>) =>
       stack.sql.begin(async (tx) => {
         await tx`set local role presence_reader_18`;
@@ -311,15 +351,8 @@ e2eTest(
   async () => {
     const sql = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
     try {
-      const columns = { authUserId: true, lastManualLogoutAt: true };
-      const options = {
-        afterId: 0,
-        limit: 500,
-        admin: false,
-        awayS: 300,
-        offlineS: 900,
-        since: null,
-      };
+      const columns = READ_COLUMNS;
+      const options = FULL_READ;
       const first = await readPresence(sql, columns, options);
       const since = { ...options, since: first.cursor };
       const together = await Promise.all(
@@ -357,52 +390,6 @@ if (onPostgres) {
   // would stop every other statement, so these cases exist only where
   // transactions overlap.
 
-  // Holds ACCESS EXCLUSIVE on usuarios, so that reads wait on it, until
-  // `release()`; `waiting()` counts the statements queued behind it.
-  async function lockUsuarios() {
-    const locker = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
-    const watch = postgres(stack.dbUrl, { max: 1, onnotice: () => {} });
-    let release: () => void = () => {};
-    const released = new Promise<void>((r) => release = r);
-    let locked: () => void = () => {};
-    const isLocked = new Promise<void>((r) => locked = r);
-    const held = locker.begin(async (tx) => {
-      await tx`lock table public.usuarios in access exclusive mode`;
-      locked();
-      await released;
-    });
-    await isLocked;
-    let ended: Promise<void> | undefined;
-    return {
-      async waitFor(count: number) {
-        for (let i = 0; i < 500; i++) {
-          const [{ n }] = await watch<{ n: number }[]>`
-            select count(*)::int as n from pg_catalog.pg_locks
-            where not granted and relation = 'public.usuarios'::regclass`;
-          if (n >= count) return;
-          await new Promise((r) => setTimeout(r, 20));
-        }
-        throw new Error(`no ${count} statements waited on the lock`);
-      },
-      release() {
-        release();
-        ended ??= held.then(() => Promise.all([locker.end(), watch.end()]))
-          .then(() => {});
-        return ended;
-      },
-    };
-  }
-
-  const sharedOptions = {
-    afterId: 0,
-    limit: 500,
-    admin: false,
-    awayS: 300,
-    offlineS: 900,
-    since: null,
-  };
-  const sharedColumns = { authUserId: true, lastManualLogoutAt: true };
-
   e2eTest(
     "readShared: when the request that started a shared read is abandoned, its sharers ask again and are answered, not failed",
     async () => {
@@ -418,10 +405,10 @@ if (onPostgres) {
           timeoutMs: 30_000,
           signal: new AbortController().signal,
         });
-        const first = readShared(starter, sharedColumns, sharedOptions);
+        const first = readShared(starter, READ_COLUMNS, FULL_READ);
         const firstOutcome = first.then(() => null, (e) => e);
         await lock.waitFor(1);
-        const second = readShared(sharer, sharedColumns, sharedOptions);
+        const second = readShared(sharer, READ_COLUMNS, FULL_READ);
         const secondOutcome = second.then((r) => r, (e) => e);
         closedTab.abort();
         const failure = await firstOutcome;
@@ -431,7 +418,7 @@ if (onPostgres) {
         await lock.release();
         const answer = await secondOutcome;
         assert.ok(!(answer instanceof Error), String(answer));
-        const fresh = await readPresence(pool, sharedColumns, sharedOptions);
+        const fresh = await readPresence(pool, READ_COLUMNS, FULL_READ);
         assert.deepEqual(answer.users, fresh.users);
       } finally {
         await lock.release();
@@ -454,10 +441,10 @@ if (onPostgres) {
           timeoutMs: 30_000,
           signal: new AbortController().signal,
         });
-        const first = readShared(starter, sharedColumns, sharedOptions)
+        const first = readShared(starter, READ_COLUMNS, FULL_READ)
           .then(() => null, (e) => e);
         await lock.waitFor(1);
-        const second = readShared(sharer, sharedColumns, sharedOptions)
+        const second = readShared(sharer, READ_COLUMNS, FULL_READ)
           .then(() => null, (e) => e);
         assert.equal((await first)?.code, "57014");
         assert.equal((await second)?.code, "57014");
