@@ -9,7 +9,11 @@ import assert from "node:assert/strict";
 import { generateSigningKey } from "../../local/auth/mod.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, type Invoked } from "../support/invoke.ts";
-import { startTestStack, type TestStack } from "../support/stack.ts";
+import {
+  servedBehindCountingProxy,
+  startTestStack,
+  type TestStack,
+} from "../support/stack.ts";
 import { es256Token, hs256Token, sessionIdOf } from "../support/tokens.ts";
 
 // The username strategy is on for the tests' own domain, so that both paths
@@ -43,28 +47,6 @@ async function both(token: string, body: unknown = { state: "offline" }) {
   const fast = await call(stack.apiUrl, "presence-ping", init);
   const slow = await call(viaAuth.apiUrl, "presence-ping", init);
   return { fast: essence(fast), slow: essence(slow) };
-}
-
-/**
- * The functions served against a proxy of the stack's Auth that counts the
- * calls per path; tokens still name the stack's own issuer.
- */
-async function servedBehindCountingProxy(env: Record<string, string> = {}) {
-  const calls = new Map<string, number>();
-  const proxy = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    (req) => {
-      const url = new URL(req.url);
-      calls.set(url.pathname, (calls.get(url.pathname) ?? 0) + 1);
-      return fetch(`${stack.apiUrl}${url.pathname}${url.search}`, req);
-    },
-  );
-  const served = await stack.withFunctionEnv({
-    SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
-    PRESENCE_TOKEN_ISSUER: `${stack.apiUrl}/auth/v1`,
-    ...env,
-  });
-  return { calls, proxy, served };
 }
 
 const cases: [string, () => Promise<{ token: string; expect: number }>][] = [
@@ -198,7 +180,7 @@ e2eTest(
 e2eTest(
   "presence-ping: a valid ES256 token is checked without calling Auth's /user, HS256 calls it",
   async () => {
-    const { calls, proxy, served } = await servedBehindCountingProxy();
+    const { calls, proxy, served } = await servedBehindCountingProxy(stack);
     try {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       const ping = (token: string) =>
@@ -225,7 +207,7 @@ e2eTest(
 e2eTest(
   "presence-ping: with SUPABASE_JWKS set, a valid ES256 token is checked against it, without fetching the JWKS",
   async () => {
-    const { calls, proxy, served } = await servedBehindCountingProxy({
+    const { calls, proxy, served } = await servedBehindCountingProxy(stack, {
       SUPABASE_JWKS: JSON.stringify({ keys: [key.publicJwk] }),
     });
     try {
@@ -259,7 +241,7 @@ e2eTest(
 e2eTest(
   "presence-ping: an ES256 token naming another issuer or audience is left to Auth",
   async () => {
-    const { calls, proxy, served } = await servedBehindCountingProxy();
+    const { calls, proxy, served } = await servedBehindCountingProxy(stack);
     const userCalls = () => calls.get("/auth/v1/user") ?? 0;
     try {
       const u = await stack.createUser({ row: { auth_user_id: true } });

@@ -8,7 +8,11 @@
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, type Invoked } from "../support/invoke.ts";
-import { startTestStack, type TestStack } from "../support/stack.ts";
+import {
+  servedBehindCountingProxy,
+  startTestStack,
+  type TestStack,
+} from "../support/stack.ts";
 import { es256Token, hs256Token, sessionIdOf } from "../support/tokens.ts";
 
 const stack: TestStack = await startTestStack();
@@ -101,19 +105,7 @@ for (const [name, make] of cases) {
 e2eTest(
   "presence: a valid ES256 token reads without calling Auth's /user, HS256 calls it",
   async () => {
-    const calls = new Map<string, number>();
-    const proxy = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-      (req) => {
-        const url = new URL(req.url);
-        calls.set(url.pathname, (calls.get(url.pathname) ?? 0) + 1);
-        return fetch(`${stack.apiUrl}${url.pathname}${url.search}`, req);
-      },
-    );
-    const served = await stack.withFunctionEnv({
-      SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
-      PRESENCE_TOKEN_ISSUER: `${stack.apiUrl}/auth/v1`,
-    });
+    const { calls, proxy, served } = await servedBehindCountingProxy(stack);
     try {
       const u = await member();
       const read = (token: string) =>

@@ -227,6 +227,36 @@ export const FOREIGN_TARGET_SETTINGS: readonly string[] = [
 ];
 
 /**
+ * `stack`'s functions served against a proxy of its Auth that counts the
+ * calls per path (`calls`); tokens still name the stack's own issuer.
+ * Close `served`, then shut `proxy` down.
+ */
+export async function servedBehindCountingProxy(
+  stack: TestStack,
+  env: Record<string, string> = {},
+): Promise<{
+  calls: Map<string, number>;
+  proxy: Deno.HttpServer<Deno.NetAddr>;
+  served: ServedFunctions;
+}> {
+  const calls = new Map<string, number>();
+  const proxy = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    (req) => {
+      const url = new URL(req.url);
+      calls.set(url.pathname, (calls.get(url.pathname) ?? 0) + 1);
+      return fetch(`${stack.apiUrl}${url.pathname}${url.search}`, req);
+    },
+  );
+  const served = await stack.withFunctionEnv({
+    SUPABASE_URL: `http://127.0.0.1:${proxy.addr.port}`,
+    PRESENCE_TOKEN_ISSUER: `${stack.apiUrl}/auth/v1`,
+    ...env,
+  });
+  return { calls, proxy, served };
+}
+
+/**
  * Throws when a setting names a stack or database the tests did not
  * create ({@linkcode FOREIGN_TARGET_SETTINGS}), before anything is touched.
  */
