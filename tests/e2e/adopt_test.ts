@@ -22,6 +22,7 @@ import {
 } from "../../local/testing/database.ts";
 import { e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
+import { LEGACY_USUARIOS } from "../support/legacy.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 const UPGRADE_PATH = new URL(
@@ -60,15 +61,7 @@ const SHAPES: readonly Shape[] = [
   {
     name:
       "the issue's shape (serial id, varchar, timestamp, nullable rol and state, duplicates in case)",
-    setup: `
-      create table public.usuarios (
-        id serial primary key,
-        correo varchar(255),
-        nombre_usuario varchar(100),
-        rol varchar(50),
-        ultimo_acceso timestamp,
-        presence_state varchar(20)
-      );
+    setup: `${LEGACY_USUARIOS}
       insert into public.usuarios (correo, nombre_usuario, rol, ultimo_acceso, presence_state) values
         ('Ana@Legacy.test', 'ana', 'usuario', '2020-01-01 10:00:00', 'online'),
         ('ana@legacy.test', 'ANA', null, null, null),

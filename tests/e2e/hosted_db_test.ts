@@ -18,22 +18,13 @@ import { pushMigrations } from "../../local/migrate.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
+import { LEGACY_USUARIOS } from "../support/legacy.ts";
 import { startTestStack } from "../support/stack.ts";
 
 const UPGRADE_PATH = new URL(
   "../../supabase/upgrades/add_optional_columns.sql",
   import.meta.url,
 ).pathname;
-
-const LEGACY = `
-  create table public.usuarios (
-    id serial primary key,
-    correo varchar(255),
-    nombre_usuario varchar(100),
-    rol varchar(50),
-    ultimo_acceso timestamp,
-    presence_state varchar(20)
-  );`;
 
 async function withLegacyDatabase(
   rows: number,
@@ -43,7 +34,7 @@ async function withLegacyDatabase(
   const sql = postgres(db.url, { max: 2, prepare: false, onnotice: () => {} });
   try {
     await bootstrapDatabase(db.url);
-    await sql.unsafe(LEGACY);
+    await sql.unsafe(LEGACY_USUARIOS);
     await sql`
       insert into public.usuarios (correo, nombre_usuario, presence_state)
       select 'user' || g || '@legacy.test', 'user' || g, 'offline'
