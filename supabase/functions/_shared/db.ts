@@ -7,7 +7,6 @@
  * @module
  */
 import postgres from "postgres";
-import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 
 /** The postgres.js client type used across the functions. */
@@ -25,11 +24,16 @@ export const LOCK_TIMEOUT_MS = 1000;
 /** Seconds a client is told to wait after a `db_timeout` (`Retry-After`). */
 export const DB_RETRY_AFTER_S = 1;
 
-/** What a pool is made from: the environment's database settings. */
-export type DatabaseSettings = Pick<
-  FunctionEnv,
-  "dbUrl" | "dbPoolMax" | "dbStatementTimeoutMs"
->;
+/**
+ * What a pool is made from: the environment's database settings (the
+ * fields of `FunctionEnv` of the same names; declared here so that `env.ts`,
+ * which checks URLs with {@linkcode connectionOptions}, is not imported back).
+ */
+export interface DatabaseSettings {
+  readonly dbUrl: string;
+  readonly dbPoolMax: number;
+  readonly dbStatementTimeoutMs: number;
+}
 
 /**
  * The pools of one set of dependencies (`deps.ts` makes one per handler
