@@ -124,7 +124,7 @@ export async function runWrk(o: {
   durationS: number;
   body?: string;
 }): Promise<LoadResult> {
-  _assertLoopback(o.url);
+  assertLoopback(o.url);
   const script = await Deno.makeTempFile({ suffix: ".lua" });
   try {
     await Deno.writeTextFile(script, _LUA);
@@ -184,7 +184,7 @@ export interface DenoClientOptions {
 export async function runDenoClient(
   options: DenoClientOptions,
 ): Promise<LoadResult> {
-  _assertLoopback(options.url);
+  assertLoopback(options.url);
   const input = await Deno.makeTempFile({ suffix: ".json" });
   try {
     await Deno.writeTextFile(input, JSON.stringify(options));
@@ -227,7 +227,8 @@ export function percentiles(values: number[]): Latency {
   };
 }
 
-function _assertLoopback(url: string): void {
+/** Throws unless `url` names a loopback host: the bench loads nothing else. */
+export function assertLoopback(url: string): void {
   const host = new URL(url).hostname;
   if (!/^127\.\d+\.\d+\.\d+$/.test(host) && host !== "localhost") {
     throw new Error(`Refusing to load "${host}": loopback only`);

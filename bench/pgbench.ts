@@ -18,7 +18,7 @@
  * @module
  */
 import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
-import { type LoadResult, percentiles } from "./load.ts";
+import { assertLoopback, type LoadResult, percentiles } from "./load.ts";
 import { withCpu } from "./measure.ts";
 import type { BenchContext } from "./stack.ts";
 import { USER_NAMING } from "./users.ts";
@@ -145,10 +145,8 @@ export async function runPgbench(
     transactions?: number;
   },
 ): Promise<LoadResult> {
+  assertLoopback(databaseUrl);
   const url = new URL(databaseUrl);
-  if (!/^127\./.test(url.hostname) && url.hostname !== "localhost") {
-    throw new Error(`Refusing to load "${url.hostname}": loopback only`);
-  }
   const dir = await Deno.makeTempDir({ prefix: "pgbench-" });
   try {
     await Deno.writeTextFile(`${dir}/script.sql`, script);

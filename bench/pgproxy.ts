@@ -1,12 +1,15 @@
 /**
  * A counting TCP proxy in front of PostgreSQL, for the work-per-ping
- * figures: it forwards bytes unchanged and reads the message types on the
- * way, so it can say how many statements a client ran, how many times it
- * waited for the server (round trips) and which SQL texts it parsed.
+ * figures: it forwards bytes unchanged and reads the client's message
+ * types on the way, so it can say how many statements a client ran, how
+ * many times it waited for the server (round trips) and which SQL texts it
+ * parsed.
  *
  * Statistics views cannot answer these: `pg_stat_database` counts
  * transactions, not the extra Parse/Describe round trip a driver may make
  * before a statement, and `pg_stat_statements` needs a server restart.
+ * The bench's drivers connect without TLS on loopback, so the stream is
+ * the plain protocol: an untyped startup message, then typed messages.
  *
  * @module
  */
@@ -15,7 +18,10 @@
 export interface ProxyCounts {
   /** Execute plus simple Query messages. */
   statements: number;
-  /** A client send after the server had answered, once the session is ready. */
+  /**
+   * A client send after the server had answered, once the session is set
+   * up (the startup and password exchange are not the ping's).
+   */
   roundTrips: number;
   parse: number;
   sync: number;
@@ -41,14 +47,11 @@ export interface CountingProxy {
 
 const _UUID =
   /'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'/gi;
-const _zero = (): ProxyCounts => ({
-  statements: 0,
-  roundTrips: 0,
-  parse: 0,
-  sync: 0,
-  flush: 0,
-  connections: 0,
-});
+// Frontend message types: Query, Execute, Sync, Flush, Parse, Password.
+const [_Q, _E, _S, _H, _P, _PASSWORD] = [..."QESHPp"].map((c) =>
+  c.charCodeAt(0)
+);
+const _decoder = new TextDecoder();
 
 /** Starts a proxy on a free loopback port in front of `upstreamUrl`'s host. */
 export function startCountingProxy(upstreamUrl: string): CountingProxy {
@@ -57,10 +60,32 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
   const proxied = new URL(upstreamUrl);
   proxied.hostname = "127.0.0.1";
   proxied.port = String((listener.addr as Deno.NetAddr).port);
-  let counts = _zero();
+  const zero = (): ProxyCounts => ({
+    statements: 0,
+    roundTrips: 0,
+    parse: 0,
+    sync: 0,
+    flush: 0,
+    connections: 0,
+  });
+  let counts = zero();
   let seen = new Map<string, { text: string; count: number }>();
   const conns = new Set<Deno.Conn>();
-  const tasks = new Set<Promise<void>>();
+
+  const onMessage = (type: number, body: Uint8Array) => {
+    if (type === _Q || type === _E) counts.statements++;
+    else if (type === _S) counts.sync++;
+    else if (type === _H) counts.flush++;
+    else if (type === _P) { // Parse: name\0 text\0 ...
+      counts.parse++;
+      const text = _decoder.decode(body.subarray(body.indexOf(0) + 1))
+        .split("\0")[0];
+      const shape = text.replace(_UUID, "'<uuid>'");
+      const entry = seen.get(shape) ?? { text, count: 0 };
+      entry.count++;
+      seen.set(shape, entry);
+    }
+  };
 
   const serve = async (client: Deno.Conn) => {
     const server = await Deno.connect({
@@ -70,27 +95,34 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
     if (!server) return client.close();
     conns.add(client).add(server);
     counts.connections++;
-    // Round trips count once the server said ReadyForQuery: the startup
-    // and password exchange are not the ping's.
-    let ready = false;
+    let pending = new Uint8Array(0);
+    let started = false; // past the untyped startup message
+    let ready = false; // past the password exchange
     let serverSpoke = false;
-    const fromClient = new _Frames(false, (type, body) => {
-      if (type === 0x51 || type === 0x45) counts.statements++; // Q, E
-      else if (type === 0x53) counts.sync++;
-      else if (type === 0x48) counts.flush++;
-      else if (type === 0x50) { // Parse: name\0 text\0 ...
-        counts.parse++;
-        const text = _decoder.decode(body.subarray(body.indexOf(0) + 1))
-          .split("\0")[0];
-        const shape = text.replace(_UUID, "'<uuid>'");
-        const entry = seen.get(shape) ?? { text, count: 0 };
-        entry.count++;
-        seen.set(shape, entry);
+    const fromClient = (chunk: Uint8Array) => {
+      const data = new Uint8Array(pending.length + chunk.length);
+      data.set(pending);
+      data.set(chunk, pending.length);
+      let at = 0;
+      let asked = false;
+      while (true) {
+        const head = started ? 5 : 4;
+        if (data.length - at < head) break;
+        const view = new DataView(data.buffer, at);
+        const end = at + view.getInt32(started ? 1 : 0) + (started ? 1 : 0);
+        if (data.length < end) break;
+        if (started) {
+          if (data[at] !== _PASSWORD) ready = true;
+          if (ready) onMessage(data[at], data.subarray(at + head, end));
+          asked = true;
+        }
+        started = true;
+        at = end;
       }
-    });
-    const fromServer = new _Frames(true, (type) => {
-      if (type === 0x5a) ready = true;
-    });
+      pending = data.slice(at);
+      if (asked && ready && serverSpoke) counts.roundTrips++;
+      if (asked) serverSpoke = false;
+    };
     const pump = async (
       from: Deno.Conn,
       to: Deno.Conn,
@@ -114,19 +146,11 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
       }
     };
     await Promise.all([
-      pump(client, server, (chunk) => {
-        if (ready && serverSpoke) counts.roundTrips++;
-        serverSpoke = false;
-        fromClient.push(chunk);
-        // The answer to an SSL or GSS request is one untyped byte.
-        if (fromClient.encryptionAsked) fromServer.skipByte = true;
-      }),
-      pump(server, client, (chunk) => {
-        serverSpoke = true;
-        fromServer.push(chunk);
-      }),
+      pump(client, server, fromClient),
+      pump(server, client, () => serverSpoke = true),
     ]);
   };
+  const tasks = new Set<Promise<void>>();
   const accepting = (async () => {
     try {
       for await (const client of listener) {
@@ -143,7 +167,7 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
     counts: () => ({ ...counts }),
     statements: () => [...seen.values()].sort((a, b) => b.count - a.count),
     reset() {
-      counts = { ..._zero(), connections: 0 };
+      counts = zero();
       seen = new Map();
     },
     async close() {
@@ -155,7 +179,6 @@ export function startCountingProxy(upstreamUrl: string): CountingProxy {
   };
 }
 
-const _decoder = new TextDecoder();
 const _close = (c: Deno.Conn) => {
   try {
     c.close();
@@ -163,52 +186,3 @@ const _close = (c: Deno.Conn) => {
     // already closed by the other direction
   }
 };
-
-/**
- * Splits a protocol stream into messages (type byte, int32 length, body).
- * The frontend starts untyped (SSL request, startup) until the startup
- * message (protocol 3.0).
- */
-class _Frames {
-  encryptionAsked = false;
-  skipByte = false;
-  #pending = new Uint8Array(0);
-
-  constructor(
-    private typed: boolean,
-    private onMessage: (type: number, body: Uint8Array) => void,
-  ) {}
-
-  push(chunk: Uint8Array): void {
-    this.encryptionAsked = false;
-    let data = chunk;
-    if (this.#pending.length) {
-      data = new Uint8Array(this.#pending.length + chunk.length);
-      data.set(this.#pending);
-      data.set(chunk, this.#pending.length);
-    }
-    if (this.skipByte && data.length) {
-      this.skipByte = false;
-      data = data.subarray(1);
-    }
-    let at = 0;
-    while (true) {
-      const head = this.typed ? 5 : 4;
-      if (data.length - at < head) break;
-      const view = new DataView(data.buffer, data.byteOffset + at);
-      const length = view.getInt32(this.typed ? 1 : 0);
-      const end = at + (this.typed ? 1 : 0) + length;
-      if (data.length < end) break;
-      const body = data.subarray(at + head, end);
-      if (this.typed) this.onMessage(data[at], body);
-      else if (body.length >= 4) {
-        const code = new DataView(body.buffer, body.byteOffset).getInt32(0);
-        if (code === 196608) this.typed = true; // StartupMessage, v3.0
-        // SSLRequest, GSSENCRequest
-        if (code === 80877103 || code === 80877104) this.encryptionAsked = true;
-      }
-      at = end;
-    }
-    this.#pending = data.slice(at);
-  }
-}

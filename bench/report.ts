@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { LoadResult } from "./load.ts";
+import type { CpuUse, LoadResult } from "./load.ts";
 import type { Background, environment, PingPass } from "./measure.ts";
 import type { CeilingScripts, dbCeiling } from "./pgbench.ts";
 import { READ_ROUNDS, type ReadCost } from "./read_cost.ts";
@@ -144,66 +144,55 @@ export function targets(r: BenchResults): NonNullable<BenchResults["targets"]> {
 /** The printed summary of whatever passes ran. */
 export function formatReport(r: BenchResults): string {
   const e = r.environment;
+  const bg = n(r.background.busyPercent, 0);
   const out = [
     `presence benchmark, ${e.date}: ${e.command}`,
     `${e.machine.nproc} cores, ${e.machine.cpuModel}, ${e.machine.memoryGiB} GiB; Deno ${e.versions.deno}; ${e.versions.postgres}`,
-    `${r.config.durationS} s per pass; other work before the run: ${
-      n(r.background.busyPercent, 0)
-    }% of the CPU`,
+    `${r.config.durationS} s per pass; other work before the run: ${bg}% of the CPU`,
   ];
   if (r.throughput) {
-    out.push(
-      "",
-      table(
-        [
-          "concurrency",
-          "ping ES256 req/s (p50 / p99 ms)",
-          "ping HS256 req/s",
-          "DB: function call",
-          "DB: inline, prepared",
-          "HTTP ceiling",
-          "combined ceiling",
-          "ES256 / combined",
-        ],
-        r.throughput.map((t) => [
-          String(t.concurrency),
-          `${rps(t.ping.es256.load)} (${
-            n(t.ping.es256.load.latencyMs.p50, 1)
-          } / ${n(t.ping.es256.load.latencyMs.p99, 1)})`,
-          rps(t.ping.hs256.load),
-          bold(
-            rps(t.dbForms.functionCall),
-            t.dbForms.chosen === "functionCall",
-          ),
-          bold(
-            rps(t.dbForms.inlinePrepared),
-            t.dbForms.chosen === "inlinePrepared",
-          ),
-          rps(t.http),
-          n(t.combinedRps, 0),
-          pct(t.ratio.es256),
-        ]),
-      ),
-      "(the DB ceiling is in bold)",
-    );
+    const head = [
+      "concurrency",
+      "ping ES256 req/s (p50 / p99 ms)",
+      "ping HS256 req/s",
+      "DB: function call",
+      "DB: inline, prepared",
+      "HTTP ceiling",
+      "combined ceiling",
+      "ES256 / combined",
+    ];
+    const rows = r.throughput.map(({ ping, dbForms: db, ...t }) => {
+      const { p50, p99 } = ping.es256.load.latencyMs;
+      const form = (f: "functionCall" | "inlinePrepared") =>
+        db.chosen === f ? `**${rps(db[f])}**` : rps(db[f]);
+      return [
+        String(t.concurrency),
+        `${rps(ping.es256.load)} (${n(p50, 1)} / ${n(p99, 1)})`,
+        rps(ping.hs256.load),
+        form("functionCall"),
+        form("inlinePrepared"),
+        rps(t.http),
+        n(t.combinedRps, 0),
+        pct(t.ratio.es256),
+      ];
+    });
+    out.push("", table(head, rows), "(the DB ceiling is in bold)");
   }
   const figures: [string, string][] = [];
   const es = r.throughput?.find((t) => t.concurrency === 16)?.ping.es256;
   if (es) {
     figures.push([
       "ES256 c=16: Deno / Postgres CPU per ping, HOT",
-      `${ms(es.cpu.denoMsPerRequest)} / ${
-        ms(es.cpu.postgresMsPerRequest)
-      }, HOT ${hot(es)}`,
+      `${cpu(es.cpu)}, HOT ${hot(es)}`,
     ]);
   }
   for (const w of r.workPerPing ?? []) {
+    const auth = Object.values(w.authHttp).reduce((a, b) => a + b, 0);
+    const db = w.functionDb;
     figures.push([
       `work per ping, ${w.label}`,
-      `${n(w.functionDb.statements, 2)} statements, ${
-        n(w.functionDb.roundTrips, 2)
-      } round trips, ${
-        n(Object.values(w.authHttp).reduce((a, b) => a + b, 0), 2)
+      `${n(db.statements, 2)} statements, ${n(db.roundTrips, 2)} round trips, ${
+        n(auth, 2)
       } Auth calls (Auth stand-in: ${
         n(w.authDb.statements, 2)
       } statements; ${w.pings} pings)`,
@@ -219,79 +208,71 @@ export function formatReport(r: BenchResults): string {
     ]);
   }
   if (r.fixedRate) {
-    const l = r.fixedRate.load.latencyMs;
+    const { load, targetRps } = r.fixedRate;
+    const l = load.latencyMs;
     figures.push([
-      `open loop at ${r.fixedRate.targetRps} req/s`,
+      `open loop at ${targetRps} req/s`,
       `p50 / p95 / p99 ${n(l.p50, 1)} / ${n(l.p95, 1)} / ${
         n(l.p99, 1)
-      } ms, max ${n(l.max, 0)}, ${r.fixedRate.load.errors} errors`,
+      } ms, max ${n(l.max, 0)}, ${load.errors} errors`,
     ]);
   }
   if (r.skipWrite) {
     const { off, on, intervalS } = r.skipWrite;
+    const [pgOff, pgOn] = [off, on].map((p) => ms(p.cpu.postgresMsPerRequest));
+    const [walOff, walOn] = [off, on].map((p) => n(p.perPing.walBytes, 0));
     figures.push([
       `skip-write ${intervalS} s, off → on`,
-      `${rps(off.load)} → ${rps(on.load)} req/s, Postgres CPU ${
-        ms(off.cpu.postgresMsPerRequest)
-      } → ${ms(on.cpu.postgresMsPerRequest)}, WAL ${
-        n(off.perPing.walBytes, 0)
-      } → ${n(on.perPing.walBytes, 0)} B, ${
+      `${rps(off.load)} → ${
+        rps(on.load)
+      } req/s, Postgres CPU ${pgOff} → ${pgOn}, WAL ${walOff} → ${walOn} B, ${
         n(on.perPing.tuplesUpdated, 2)
       } tuples updated`,
     ]);
   }
   if (r.scale && r.withoutIndex) {
-    const large = r.scale.at(-1)!;
+    const large = r.scale.at(-1)!.pass.perPing;
     const w = r.withoutIndex;
     figures.push([
       "scale, req/s by rows",
       r.scale.map((s) => `${s.rows}: ${rps(s.pass.load)}`).join(", "),
     ], [
-      `without the ultimo_acceso index, ${large.rows} rows`,
+      `without the ultimo_acceso index, ${r.scale.at(-1)!.rows} rows`,
       `${rps(w.load)} req/s, HOT ${hot(w)}, WAL ${
         n(w.perPing.walBytes, 0)
-      } B per ping (with: ${n(large.pass.perPing.walBytes, 0)}), buffers ${
+      } B per ping (with: ${n(large.walBytes, 0)}), buffers ${
         n(w.perPing.buffers, 1)
-      } (with: ${n(large.pass.perPing.buffers, 1)})`,
+      } (with: ${n(large.buffers, 1)})`,
     ]);
   }
   if (r.readCost) {
     const c = r.readCost;
     const line = (l: LoadResult) =>
       `${rps(l)} req/s, p99 ${n(l.latencyMs.p99, 1)} ms, ${l.errors} errors${
-        l.cpu
-          ? `, Deno / Postgres CPU ${ms(l.cpu.denoMsPerRequest)} / ${
-            ms(l.cpu.postgresMsPerRequest)
-          }`
-          : ""
+        l.cpu ? `, Deno / Postgres CPU ${cpu(l.cpu)}` : ""
       }`;
+    const share = pct(c.emptyChanges.rps / c.ping.load.rps);
     const polls = `${c.watchers} watchers x ${READ_ROUNDS} polls`;
+    const idle = "read cost beside an idle transaction:";
     figures.push(
       ["read cost: ES256 ping, c=16", line(c.ping.load)],
       [
         "read cost: empty changes-since",
-        `${line(c.emptyChanges)} (${
-          pct(c.emptyChanges.rps / c.ping.load.rps)
-        } of the ping)`,
+        `${line(c.emptyChanges)} (${share} of the ping)`,
       ],
       [`read cost: ${polls}`, line(c.watcherPolls)],
-      [
-        "read cost beside an idle transaction: empty",
-        line(c.besideIdle.emptyChanges),
-      ],
-      [
-        `read cost beside an idle transaction: ${polls}`,
-        line(c.besideIdle.watcherPolls),
-      ],
+      [`${idle} empty`, line(c.besideIdle.emptyChanges)],
+      [`${idle} ${polls}`, line(c.besideIdle.watcherPolls)],
     );
   }
   if (figures.length) out.push("", table(["figure", "value"], figures));
   if (r.writeCost) {
+    const { clients, perClient, rows } = WRITE_COST;
     out.push(
       "",
-      `Write cost (pgbench -M prepared -c ${WRITE_COST.clients}, ${
-        n(WRITE_COST.clients * WRITE_COST.perClient, 0)
-      } updates of 1,000 users in ${n(WRITE_COST.rows, 0)} rows per pass)`,
+      `Write cost (pgbench -M prepared -c ${clients}, ${
+        n(clients * perClient, 0)
+      } updates of 1,000 users in ${n(rows, 0)} rows per pass)`,
       table(
         ["part", "on", "updates/s", "WAL bytes per update", "HOT updates"],
         r.writeCost.map((w) => [
@@ -305,15 +286,11 @@ export function formatReport(r: BenchResults): string {
     );
   }
   if (r.targets?.length) {
-    out.push(
-      "",
-      table(
-        ["target", "result"],
-        r.targets.map((
-          t,
-        ) => [t.name, `${t.met ? "met" : "NOT MET"}: ${t.detail}`]),
-      ),
-    );
+    const rows = r.targets.map((t) => [
+      t.name,
+      `${t.met ? "met" : "NOT MET"}: ${t.detail}`,
+    ]);
+    out.push("", table(["target", "result"], rows));
   }
   return out.join("\n");
 }
@@ -340,7 +317,8 @@ function n(v: number, digits: number): string {
 
 const rps = (l: Pick<LoadResult, "rps">) => n(l.rps, 0);
 const ms = (v: number) => `${n(v, 3)} ms`;
+const cpu = (c: CpuUse) =>
+  `${ms(c.denoMsPerRequest)} / ${ms(c.postgresMsPerRequest)}`;
 const pct = (ratio: number) => `${n(100 * ratio, 0)}%`;
 const hot = (p: PingPass) =>
   p.perPing.hotPercent === null ? "-" : `${n(p.perPing.hotPercent, 1)}%`;
-const bold = (text: string, on: boolean) => on ? `**${text}**` : text;

@@ -32,7 +32,12 @@ import {
 } from "../supabase/functions/_shared/deps.ts";
 import { toolVersion } from "./load.ts";
 import { type CountingProxy, startCountingProxy } from "./pgproxy.ts";
-import { type BenchTokens, createBenchUsers, mintTokens } from "./users.ts";
+import {
+  type BenchTokens,
+  createBenchUsers,
+  issuedClaims,
+  mintTokens,
+} from "./users.ts";
 
 /** A served gateway variant and what it counted since its last reset. */
 export interface Variant {
@@ -254,13 +259,19 @@ export async function setUp(options: {
       onnotice: () => {},
     });
     await createBenchUsers(bulk, users).finally(() => bulk.end());
+    // Minted from the claims of a token the stand-in issued, so they are
+    // the claims Auth signs by construction.
+    const template = await issuedClaims(
+      variants.main.apiUrl,
+      LOCAL_ANON_KEY,
+      1,
+    );
     const mint = (iatOffsetS: number) =>
       mintTokens({
         users,
         signingKeyFile,
         jwtSecret: LOCAL_JWT_SECRET,
-        issuer,
-        expiry: _JWT_EXPIRY,
+        template,
         iatOffsetS,
       });
     const tokens = await mint(0);
