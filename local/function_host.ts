@@ -197,6 +197,9 @@ export class FunctionHost {
       "--allow-all",
       "--no-prompt",
       "--no-lock",
+      // As the project's deno.json: request.signal aborts only for a request
+      // its client abandoned (no legacy-behaviour warning in the logs).
+      "--unstable-no-legacy-abort",
       // npm: imports come from the project's node_modules, which `npm ci`
       // filled, so nothing is fetched while the stack runs; a function that
       // pins other packages (a new one from `supabase functions new`) gets

@@ -50,7 +50,11 @@ export default {
 `;
 
 function serve(host: FunctionHost): {
-  call: (path: string, body?: unknown) => Promise<Response>;
+  call: (
+    path: string,
+    body?: unknown,
+    signal?: AbortSignal,
+  ) => Promise<Response>;
   close: () => Promise<void>;
 } {
   const server = Deno.serve(
@@ -62,11 +66,12 @@ function serve(host: FunctionHost): {
     }),
   );
   return {
-    call: (path, body = { name: "Ada" }) =>
+    call: (path, body = { name: "Ada" }, signal) =>
       fetch(`http://127.0.0.1:${server.addr.port}${path}`, {
         method: "POST",
         headers: { authorization: "Bearer good" },
         body: JSON.stringify(body),
+        signal,
       }),
     close: () => server.shutdown(),
   };
@@ -156,6 +161,58 @@ Deno.serve({ port: 9 }, (req) => {
       assert.equal(await res.text(), "served by Deno.serve");
       assert.ok(lines.includes("[open] booted"), lines.join("\n"));
       assert.ok(lines.includes("[open] handled POST"), lines.join("\n"));
+    } finally {
+      await gw.close();
+      await host.close();
+      await p.remove();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "FunctionHost: a function's request.signal aborts for a request its client abandoned, not after a served one, and its log has no legacy-abort warning",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const p = await project();
+    const lines: string[] = [];
+    const host = new FunctionHost({
+      projectDir: p.dir,
+      env: new Map(),
+      log: (line) => lines.push(line),
+    });
+    const gw = serve(host);
+    try {
+      await p.write(
+        "sig/index.ts",
+        `Deno.serve(async (req) => {
+  const slow = new URL(req.url).searchParams.has("slow");
+  req.signal.addEventListener("abort", () =>
+    console.log(slow ? "abandoned" : "aborted after a served request"));
+  if (slow) await new Promise((r) => setTimeout(r, 1_500));
+  return new Response("ok");
+});
+`,
+      );
+      const res = await gw.call("/api/sig");
+      assert.equal(await res.text(), "ok");
+      await assert.rejects(
+        gw.call("/api/sig?slow", {}, AbortSignal.timeout(300)),
+      );
+      const until = Date.now() + 5_000;
+      while (!lines.includes("[sig] abandoned") && Date.now() < until) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(lines.includes("[sig] abandoned"), lines.join("\n"));
+      assert.ok(
+        !lines.includes("[sig] aborted after a served request"),
+        lines.join("\n"),
+      );
+      assert.ok(
+        !lines.some((l) => l.includes("legacy behavior")),
+        lines.join("\n"),
+      );
     } finally {
       await gw.close();
       await host.close();
@@ -340,4 +397,34 @@ Deno.test({
       await p.remove();
     }
   },
+});
+
+Deno.test("deno.json: in the project's own processes (stack, tests, bench) request.signal aborts only for a request its client abandoned, without the legacy-abort warning", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "legacy-abort-" });
+  try {
+    await Deno.writeTextFile(
+      `${dir}/serve.ts`,
+      `const s = Deno.serve({ port: 0, onListen: () => {} }, (req) => {
+  req.signal.addEventListener("abort", () => console.log("aborted"));
+  return new Response("ok");
+});
+await (await fetch(\`http://127.0.0.1:\${s.addr.port}/\`)).text();
+await new Promise((r) => setTimeout(r, 200));
+await s.shutdown();
+console.log("done");
+`,
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `--config=${ROOT}deno.json`, `${dir}/serve.ts`],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const [stdout, stderr] = [out.stdout, out.stderr].map((b) =>
+      new TextDecoder().decode(b)
+    );
+    assert.equal(stdout, "done\n", stderr);
+    assert.ok(!stderr.includes("legacy behavior"), stderr);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
