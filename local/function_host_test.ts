@@ -77,21 +77,50 @@ function serve(host: FunctionHost): {
   };
 }
 
+// A project served by a FunctionHost behind the gateway, its log lines
+// collected; `close` stops both and removes the project.
+async function hosted(
+  config = "",
+  env = new Map<string, string>(),
+): Promise<{
+  p: Awaited<ReturnType<typeof project>>;
+  host: FunctionHost;
+  gw: ReturnType<typeof serve>;
+  lines: string[];
+  close: () => Promise<void>;
+}> {
+  const p = await project(config);
+  const lines: string[] = [];
+  const host = new FunctionHost({
+    projectDir: p.dir,
+    env,
+    log: (line) => lines.push(line),
+  });
+  const gw = serve(host);
+  return {
+    p,
+    host,
+    gw,
+    lines,
+    close: async () => {
+      await gw.close();
+      await host.close();
+      await p.remove();
+    },
+  };
+}
+
 Deno.test({
   name:
     "FunctionHost: a function added while the stack runs is served through its index.ts and deno.json, and an edit is served on the next request, without a restart",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const p = await project();
-    const lines: string[] = [];
     Deno.env.set("STACK_ONLY_SECRET", "not for functions");
-    const host = new FunctionHost({
-      projectDir: p.dir,
-      env: new Map([["SUPABASE_URL", "http://api.test"]]),
-      log: (line) => lines.push(line),
-    });
-    const gw = serve(host);
+    const { p, gw, lines, close } = await hosted(
+      "",
+      new Map([["SUPABASE_URL", "http://api.test"]]),
+    );
     try {
       const before = await gw.call("/functions/v1/hello");
       assert.equal(before.status, 404);
@@ -122,9 +151,7 @@ Deno.test({
       );
     } finally {
       Deno.env.delete("STACK_ONLY_SECRET");
-      await gw.close();
-      await host.close();
-      await p.remove();
+      await close();
     }
   },
 });
@@ -135,14 +162,9 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const p = await project("[functions.open]\nverify_jwt = false\n");
-    const lines: string[] = [];
-    const host = new FunctionHost({
-      projectDir: p.dir,
-      env: new Map(),
-      log: (line) => lines.push(line),
-    });
-    const gw = serve(host);
+    const { p, host, gw, lines, close } = await hosted(
+      "[functions.open]\nverify_jwt = false\n",
+    );
     try {
       const index = `console.log("booted");
 Deno.serve({ port: 9 }, (req) => {
@@ -162,9 +184,7 @@ Deno.serve({ port: 9 }, (req) => {
       assert.ok(lines.includes("[open] booted"), lines.join("\n"));
       assert.ok(lines.includes("[open] handled POST"), lines.join("\n"));
     } finally {
-      await gw.close();
-      await host.close();
-      await p.remove();
+      await close();
     }
   },
 });
@@ -175,14 +195,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const p = await project();
-    const lines: string[] = [];
-    const host = new FunctionHost({
-      projectDir: p.dir,
-      env: new Map(),
-      log: (line) => lines.push(line),
-    });
-    const gw = serve(host);
+    const { p, gw, lines, close } = await hosted();
     try {
       await p.write(
         "sig/index.ts",
@@ -214,9 +227,7 @@ Deno.test({
         lines.join("\n"),
       );
     } finally {
-      await gw.close();
-      await host.close();
-      await p.remove();
+      await close();
     }
   },
 });
@@ -227,14 +238,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const p = await project();
-    const lines: string[] = [];
-    const host = new FunctionHost({
-      projectDir: p.dir,
-      env: new Map(),
-      log: (line) => lines.push(line),
-    });
-    const gw = serve(host);
+    const { p, gw, lines, close } = await hosted();
     try {
       await p.write("broken/index.ts", `throw new Error("boom at boot");\n`);
       const res = await gw.call("/functions/v1/broken");
@@ -257,9 +261,7 @@ Deno.test({
       const fixed = await gw.call("/functions/v1/broken");
       assert.equal(await fixed.text(), "fixed");
     } finally {
-      await gw.close();
-      await host.close();
-      await p.remove();
+      await close();
     }
   },
 });
