@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { type Clock, PresenceKit } from "../../client/presence.ts";
-import { bounded, type Sql } from "../../supabase/functions/_shared/db.ts";
+import { Pools, type Sql } from "../../supabase/functions/_shared/db.ts";
 import {
   type PresenceUser,
   readPresence,
@@ -35,6 +35,13 @@ const FULL_READ = {
   offlineS: 900,
   since: null,
 };
+
+/** The stack's database as a handler's deps reach it, statements bounded by `timeoutMs`. */
+const _settings = (timeoutMs: number) => ({
+  dbUrl: stack.dbUrl,
+  dbPoolMax: 4,
+  dbStatementTimeoutMs: timeoutMs,
+});
 
 // Holds ACCESS EXCLUSIVE on usuarios, so that reads wait on it, until
 // `release()`; `waitFor(n)` waits until n statements queue behind it.
@@ -349,7 +356,10 @@ e2eTest(
 e2eTest(
   "readShared: a read asked while one that covers it is in flight shares its statement; later ones run their own",
   async () => {
-    const sql = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
+    // As the handler gets it: a view of its deps' pool, whose memory holds
+    // the reads in flight.
+    const pools = new Pools();
+    const sql = pools.database(_settings(10_000));
     try {
       const columns = READ_COLUMNS;
       const options = FULL_READ;
@@ -379,8 +389,21 @@ e2eTest(
       });
       const oldest = readShared(sql, columns, since);
       assert.notEqual(await oldest, await newest);
+      // Another set of deps (another isolate) shares nothing with this one.
+      const elsewhere = new Pools();
+      try {
+        const mine = readShared(sql, columns, since);
+        const theirs = readShared(
+          elsewhere.database(_settings(10_000)),
+          columns,
+          since,
+        );
+        assert.notEqual(await theirs, await mine);
+      } finally {
+        await elsewhere.close();
+      }
     } finally {
-      await sql.end();
+      await pools.close();
     }
   },
 );
@@ -393,18 +416,15 @@ if (onPostgres) {
   e2eTest(
     "readShared: when the request that started a shared read is abandoned, its sharers ask again and are answered, not failed",
     async () => {
-      const pool = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
+      const pools = new Pools();
       const lock = await lockUsuarios();
       try {
         const closedTab = new AbortController();
-        const starter = bounded(pool, {
-          timeoutMs: 30_000,
-          signal: closedTab.signal,
-        });
-        const sharer = bounded(pool, {
-          timeoutMs: 30_000,
-          signal: new AbortController().signal,
-        });
+        const starter = pools.database(_settings(30_000), closedTab.signal);
+        const sharer = pools.database(
+          _settings(30_000),
+          new AbortController().signal,
+        );
         const first = readShared(starter, READ_COLUMNS, FULL_READ);
         const firstOutcome = first.then(() => null, (e) => e);
         await lock.waitFor(1);
@@ -418,11 +438,11 @@ if (onPostgres) {
         await lock.release();
         const answer = await secondOutcome;
         assert.ok(!(answer instanceof Error), String(answer));
-        const fresh = await readPresence(pool, READ_COLUMNS, FULL_READ);
+        const fresh = await readPresence(sharer, READ_COLUMNS, FULL_READ);
         assert.deepEqual(answer.users, fresh.users);
       } finally {
         await lock.release();
-        await pool.end();
+        await pools.close();
       }
     },
   );
@@ -430,17 +450,17 @@ if (onPostgres) {
   e2eTest(
     "readShared: a shared read that runs out of time fails its sharers with it (no statement per watcher on a slow database)",
     async () => {
-      const pool = postgres(stack.dbUrl, { max: 4, onnotice: () => {} });
+      const pools = new Pools();
       const lock = await lockUsuarios();
       try {
-        const starter = bounded(pool, {
-          timeoutMs: 2_000,
-          signal: new AbortController().signal,
-        });
-        const sharer = bounded(pool, {
-          timeoutMs: 30_000,
-          signal: new AbortController().signal,
-        });
+        const starter = pools.database(
+          _settings(2_000),
+          new AbortController().signal,
+        );
+        const sharer = pools.database(
+          _settings(30_000),
+          new AbortController().signal,
+        );
         const first = readShared(starter, READ_COLUMNS, FULL_READ)
           .then(() => null, (e) => e);
         await lock.waitFor(1);
@@ -450,7 +470,7 @@ if (onPostgres) {
         assert.equal((await second)?.code, "57014");
       } finally {
         await lock.release();
-        await pool.end();
+        await pools.close();
       }
     },
   );

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { isUndefinedColumn, poolOf, type Sql } from "./db.ts";
+import { isUndefinedColumn, remember, type Sql } from "./db.ts";
 
 /** Presence of the optional columns, and how `ultimo_acceso` is typed. */
 export interface OptionalColumns {
@@ -24,10 +24,14 @@ export interface OptionalColumns {
 }
 
 // Kept per pool, not per request: each request's `sql` is its own bounded
-// view of the pool (`poolOf`), and an information_schema query per request
-// would cost more than the read it serves. Module state keyed by the pool
-// (passed in with the handler's deps), and gone with it.
-const _cache = new WeakMap<Sql, Promise<OptionalColumns>>();
+// view of the pool, and an information_schema query per request would cost
+// more than the read it serves. In the pool's memory (db.ts `remember`),
+// which the handler's deps own.
+const _COLUMNS = Symbol("optional columns");
+
+interface _Known {
+  current: Promise<OptionalColumns> | null;
+}
 
 /**
  * The optional columns of `public.usuarios`, looked up once per pool.
@@ -38,20 +42,24 @@ const _cache = new WeakMap<Sql, Promise<OptionalColumns>>();
  * ```
  */
 export function optionalColumns(sql: Sql): Promise<OptionalColumns> {
-  const pool = poolOf(sql);
-  let cached = _cache.get(pool);
-  if (!cached) {
-    cached = _lookup(sql);
-    _cache.set(pool, cached);
-    cached.catch(() => _cache.delete(pool));
+  const known = _known(sql);
+  if (!known.current) {
+    const lookup = _lookup(sql);
+    known.current = lookup;
+    lookup.catch(() => {
+      if (known.current === lookup) known.current = null;
+    });
   }
-  return cached;
+  return known.current;
 }
 
 /** Forgets what is known of the columns, so the next call looks again. */
 export function forgetColumns(sql: Sql): void {
-  _cache.delete(poolOf(sql));
+  _known(sql).current = null;
 }
+
+const _known = (sql: Sql) =>
+  remember<_Known>(sql, _COLUMNS, () => ({ current: null }));
 
 /**
  * Runs `work` with the current columns; when it fails with

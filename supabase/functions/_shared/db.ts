@@ -42,7 +42,7 @@ export interface DatabaseSettings {
  * end theirs with {@linkcode Pools.close}; deployed isolates simply end.
  */
 export class Pools {
-  readonly #pools = new Map<string, Sql>();
+  readonly #pools = new Map<string, { sql: Sql; memory: PoolMemory }>();
 
   /**
    * The pool for the environment's database, wrapped so that each
@@ -64,9 +64,9 @@ export class Pools {
    * ```
    */
   database(env: DatabaseSettings, signal?: AbortSignal): Sql {
-    let sql = this.#pools.get(env.dbUrl);
-    if (!sql) {
-      sql = postgres({
+    let pool = this.#pools.get(env.dbUrl);
+    if (!pool) {
+      const sql = postgres({
         ...connectionOptions(env.dbUrl),
         max: env.dbPoolMax,
         prepare: false,
@@ -76,16 +76,21 @@ export class Pools {
         max_lifetime: 60 * 30,
         onnotice: () => {},
       });
-      this.#pools.set(env.dbUrl, sql);
+      pool = { sql, memory: new Map() };
+      this.#pools.set(env.dbUrl, pool);
     }
-    return bounded(sql, { timeoutMs: env.dbStatementTimeoutMs, signal });
+    return bounded(pool.sql, {
+      timeoutMs: env.dbStatementTimeoutMs,
+      signal,
+      memory: pool.memory,
+    });
   }
 
   /** Ends every pool made so far; a later call of `database` opens anew. */
   async close(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map((sql) => sql.end({ timeout: 5 })));
+    await Promise.all(pools.map(({ sql }) => sql.end({ timeout: 5 })));
   }
 }
 
@@ -183,6 +188,38 @@ export interface QueryBounds {
   readonly timeoutMs: number;
   /** Cancels every statement still running when it aborts. */
   readonly signal?: AbortSignal;
+  /**
+   * What the pool remembers for its isolate ({@linkcode remember}); the
+   * {@linkcode Pools} that made the pool owns it, and it goes with them.
+   */
+  readonly memory?: PoolMemory;
+}
+
+/**
+ * Per-pool memory of one set of dependencies, by key: the optional columns
+ * found (`columns.ts`), the reads watchers share (`presence/query.ts`).
+ * Held by {@linkcode Pools}, not by the modules that use it, so that two
+ * sets of dependencies (two tests, two local stacks) share nothing.
+ */
+export type PoolMemory = Map<symbol, unknown>;
+
+/**
+ * The value under `key` in the memory of the pool behind `sql`, made by
+ * `make` on first use. A `sql` with no memory (a bare pool, or a view
+ * bounded without one) remembers nothing: `make` runs on every call.
+ *
+ * @example
+ * ```ts
+ * const _SEEN = Symbol("seen");
+ * const seen = remember(sql, _SEEN, () => new Set<string>());
+ * ```
+ */
+export function remember<T>(sql: Sql, key: symbol, make: () => T): T {
+  const memory = (sql as unknown as { [_BOUNDS]?: QueryBounds })[_BOUNDS]
+    ?.memory;
+  if (!memory) return make();
+  if (!memory.has(key)) memory.set(key, make());
+  return memory.get(key) as T;
 }
 
 /**

@@ -7,7 +7,9 @@ import {
   connectionOptions,
   DB_RETRY_AFTER_S,
   poolOf,
+  Pools,
   publicDbError,
+  remember,
 } from "./db.ts";
 
 Deno.test("publicDbError: a server error is named by its condition and SQLSTATE, never its message", () => {
@@ -147,6 +149,45 @@ Deno.test("asDbTimeout: a statement timeout or lock timeout, even wrapped, is 50
     null,
   );
   assert.equal(asDbTimeout(new Error("x")), null);
+});
+
+Deno.test("remember: every request's view of a Pools' pool shares the pool's memory; another Pools, another URL or a bare pool share none", async () => {
+  const env = (dbUrl: string) => ({
+    dbUrl,
+    dbPoolMax: 1,
+    dbStatementTimeoutMs: 1000,
+  });
+  const key = Symbol("test");
+  const url = "postgresql://u:p@127.0.0.1:1/db";
+  // Never connects: postgres.js opens connections on the first query.
+  const [a, b] = [new Pools(), new Pools()];
+  const bare = postgres(url, { max: 1 });
+  try {
+    const request = new AbortController();
+    const seen = remember(a.database(env(url)), key, () => ({ n: 1 }));
+    assert.equal(
+      remember(a.database(env(url), request.signal), key, () => ({ n: 2 })),
+      seen,
+    );
+    assert.notEqual(
+      remember(b.database(env(url)), key, () => ({ n: 3 })),
+      seen,
+    );
+    assert.notEqual(
+      remember(a.database(env(`${url}2`)), key, () => ({ n: 4 })),
+      seen,
+    );
+    const once = remember(bare, key, () => ({ n: 5 }));
+    assert.notEqual(remember(bare, key, () => ({ n: 5 })), once);
+    await a.close();
+    assert.notEqual(
+      remember(a.database(env(url)), key, () => ({ n: 6 })),
+      seen,
+      "a closed set's pools open anew, with a fresh memory",
+    );
+  } finally {
+    await Promise.all([a.close(), b.close(), bare.end()]);
+  }
 });
 
 Deno.test("poolOf: every request's bounded view of a pool leads back to that one pool (what per-pool caches are kept by)", async () => {

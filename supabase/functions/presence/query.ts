@@ -20,7 +20,7 @@
  * @module
  */
 import type { OptionalColumns } from "../_shared/columns.ts";
-import { abandoned, poolOf, type Sql } from "../_shared/db.ts";
+import { abandoned, remember, type Sql } from "../_shared/db.ts";
 import type { Fragment } from "../_shared/match_user.ts";
 import type { CursorState } from "./cursor.ts";
 import { maskUsername } from "./mask.ts";
@@ -98,20 +98,18 @@ export async function readPresence(
 }
 
 // Reads in flight, per pool (not per request: each request's `sql` is its
-// own bounded view of the pool, `poolOf`): by everything but the cursor,
-// then the cursor (null for a full read), whether the request that started
-// it was abandoned, and the pending answer. A shared statement is bounded
-// by the request that started it (see readShared for when that one goes).
-// Module state keyed by the pool (passed in with the handler's deps), and
-// gone with it: the one kind deps.ts leaves to the modules.
-const _inFlight = new WeakMap<
-  Sql,
-  Map<string, {
-    since: CursorState | null;
-    abandoned: () => boolean;
-    read: Promise<ReadResult>;
-  }[]>
->();
+// own bounded view of the pool): by everything but the cursor, then the
+// cursor (null for a full read), whether the request that started it was
+// abandoned, and the pending answer. A shared statement is bounded by the
+// request that started it (see readShared for when that one goes). In the
+// pool's memory (db.ts `remember`), which the handler's deps own.
+const _IN_FLIGHT = Symbol("shared reads");
+
+type _InFlight = Map<string, {
+  since: CursorState | null;
+  abandoned: () => boolean;
+  read: Promise<ReadResult>;
+}[]>;
 
 /**
  * {@linkcode readPresence}, shared by the watchers of this isolate: a read
@@ -128,12 +126,7 @@ export function readShared(
   columns: OptionalColumns,
   options: ReadOptions,
 ): Promise<ReadResult> {
-  const pool = poolOf(sql);
-  let pending = _inFlight.get(pool);
-  if (!pending) {
-    pending = new Map();
-    _inFlight.set(pool, pending);
-  }
+  const pending = remember<_InFlight>(sql, _IN_FLIGHT, () => new Map());
   const key = JSON.stringify([columns, { ...options, since: null }]);
   const running = pending.get(key) ?? [];
   const shared = running.find((r) =>
