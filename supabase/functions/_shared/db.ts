@@ -246,8 +246,7 @@ const _POOL = Symbol("pool");
 
 /**
  * The pool behind a bounded `sql` ({@linkcode bounded} makes one per
- * request), or `sql` itself: what isolate-wide state, such as the reads
- * that watchers share, is kept by.
+ * request), or `sql` itself: which connections a request's statements use.
  *
  * @example
  * ```ts

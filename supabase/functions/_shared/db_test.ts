@@ -190,7 +190,7 @@ Deno.test("remember: every request's view of a Pools' pool shares the pool's mem
   }
 });
 
-Deno.test("poolOf: every request's bounded view of a pool leads back to that one pool (what per-pool caches are kept by)", async () => {
+Deno.test("poolOf: every request's bounded view of a pool leads back to that one pool", async () => {
   // Never connects: postgres.js opens connections on the first query.
   const pool = postgres("postgresql://u:p@127.0.0.1:1/db", { max: 1 });
   try {
