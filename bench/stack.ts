@@ -25,6 +25,7 @@ import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
 import { functionEnv, localFunctions } from "../local/functions.ts";
 import { createGateway, localJwtCheck } from "../local/gateway.ts";
 import { pushMigrations } from "../local/migrate.ts";
+import { freePort } from "../local/testing/cluster.ts";
 import { createTestDatabase } from "../local/testing/database.ts";
 import {
   createDeps,
@@ -153,7 +154,7 @@ export async function setUp(options: {
         PRESENCE_MIN_WRITE_INTERVAL_S: String(options.skipIntervalS),
       }, false],
     ];
-    const ports = specs.map(_freePort);
+    const ports = specs.map(() => freePort());
     const issuer = `http://127.0.0.1:${ports[0]}/auth/v1`;
     const variants: Record<string, Variant> = {};
     const allDeps: OwnedDeps[] = [];
@@ -325,11 +326,4 @@ function _startBareServer(): Deno.HttpServer<Deno.NetAddr> {
       });
     },
   );
-}
-
-function _freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
 }

@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { freePort } from "../../local/testing/cluster.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { e2eTest } from "../support/e2e.ts";
 
@@ -52,13 +53,6 @@ async function startFails(args: string[]): Promise<Failed> {
   } finally {
     await Deno.remove(dataDir, { recursive: true });
   }
-}
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = l.addr as Deno.NetAddr;
-  l.close();
-  return port;
 }
 
 e2eTest("npm start -- --help: prints every flag and exits 0", async () => {

@@ -7,19 +7,13 @@
 import assert from "node:assert/strict";
 import { createClient } from "@supabase/supabase-js";
 import postgres from "postgres";
+import { freePort } from "../../local/testing/cluster.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { SEED_IDENTITIES } from "../../local/fixture.ts";
 import { e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = l.addr as Deno.NetAddr;
-  l.close();
-  return port;
-}
 
 interface Running {
   child: Deno.ChildProcess;
