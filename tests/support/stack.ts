@@ -156,10 +156,7 @@ export async function startTestStack(
       const server = Deno.serve(
         { hostname: "127.0.0.1", port: 0, onListen: () => {} },
         createGateway({
-          auth: (req) => {
-            const url = new URL(req.url);
-            return fetch(`${apiUrl}${url.pathname}${url.search}`, req);
-          },
+          auth: (req) => forwardTo(apiUrl, req),
           functions: localFunctions(env, deps),
           isValidJwt: () => Promise.resolve(false),
         }),
@@ -226,6 +223,12 @@ export const FOREIGN_TARGET_SETTINGS: readonly string[] = [
   "E2E_SUPABASE_SERVICE_ROLE_KEY",
 ];
 
+/** `req` sent on to the same path and query under `baseUrl`. */
+function forwardTo(baseUrl: string, req: Request): Promise<Response> {
+  const url = new URL(req.url);
+  return fetch(`${baseUrl}${url.pathname}${url.search}`, req);
+}
+
 /**
  * `stack`'s functions served against a proxy of its Auth that counts the
  * calls per path (`calls`); tokens still name the stack's own issuer.
@@ -243,9 +246,9 @@ export async function servedBehindCountingProxy(
   const proxy = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
     (req) => {
-      const url = new URL(req.url);
-      calls.set(url.pathname, (calls.get(url.pathname) ?? 0) + 1);
-      return fetch(`${stack.apiUrl}${url.pathname}${url.search}`, req);
+      const { pathname } = new URL(req.url);
+      calls.set(pathname, (calls.get(pathname) ?? 0) + 1);
+      return forwardTo(stack.apiUrl, req);
     },
   );
   const served = await stack.withFunctionEnv({
