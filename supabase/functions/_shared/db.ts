@@ -215,8 +215,7 @@ export type PoolMemory = Map<symbol, unknown>;
  * ```
  */
 export function remember<T>(sql: Sql, key: symbol, make: () => T): T {
-  const memory = (sql as unknown as { [_BOUNDS]?: QueryBounds })[_BOUNDS]
-    ?.memory;
+  const memory = _boundsOf(sql)?.memory;
   if (!memory) return make();
   if (!memory.has(key)) memory.set(key, make());
   return memory.get(key) as T;
@@ -273,8 +272,13 @@ const _BOUNDS = Symbol("bounds");
  * ```
  */
 export function abandoned(sql: Sql): boolean {
-  const bounds = (sql as unknown as { [_BOUNDS]?: QueryBounds })[_BOUNDS];
-  return bounds?.signal?.aborted ?? false;
+  return _boundsOf(sql)?.signal?.aborted ?? false;
+}
+
+// The bounds of a view made by `bounded` (or a transaction or reserved
+// connection of one); undefined for a bare pool.
+function _boundsOf(sql: Sql): QueryBounds | undefined {
+  return (sql as unknown as { [_BOUNDS]?: QueryBounds })[_BOUNDS];
 }
 
 // `timer`: whether the client's timer bounds each statement. Inside a
