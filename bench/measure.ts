@@ -57,7 +57,7 @@ export interface PingPass {
  * Reads the counters. Backends report theirs when they go idle (at most
  * once a second) and when they exit, so read after `ctx.quiesce()`.
  */
-export async function readCounters(sql: postgres.Sql): Promise<PgCounters> {
+async function _readCounters(sql: postgres.Sql): Promise<PgCounters> {
   const [row] = await sql.unsafe(
     `select ${
       Object.entries(_COUNTERS).map(([k, c]) => `${c} as "${k}"`).join(", ")
@@ -70,7 +70,7 @@ export async function readCounters(sql: postgres.Sql): Promise<PgCounters> {
 }
 
 /** `after - before`, counter by counter. */
-export function delta(before: PgCounters, after: PgCounters): PgCounters {
+function _delta(before: PgCounters, after: PgCounters): PgCounters {
   return _map((k) => after[k] - before[k]);
 }
 
@@ -80,7 +80,7 @@ const _map = (f: (k: keyof PgCounters) => number) =>
   ) as PgCounters;
 
 /** Counter deltas per successful ping. */
-export function perPing(c: PgCounters, pings: number): PerPing {
+function _perPing(c: PgCounters, pings: number): PerPing {
   const per = (v: number) => pings ? v / pings : 0;
   return {
     pings,
@@ -129,19 +129,19 @@ export async function pingPass(
   if (!run) await load(ctx, variant.pingUrl, kind, c, ctx.warmupS);
   await ctx.quiesce();
   variant.reset();
-  const before = await readCounters(ctx.sql);
+  const before = await _readCounters(ctx.sql);
   const cpuBefore = await readCpu(ctx.dbUrl);
   const result = await measured();
   const cpuAfter = await readCpu(ctx.dbUrl);
   await ctx.quiesce();
-  const counters = delta(before, await readCounters(ctx.sql));
+  const counters = _delta(before, await _readCounters(ctx.sql));
   const served = variant.counts().pings[200] ?? 0;
   const cpu = cpuUse(cpuBefore, cpuAfter, served);
   return {
     kind,
     variant: variant.name,
     load: { ...result, cpu },
-    perPing: perPing(counters, served),
+    perPing: _perPing(counters, served),
     cpu,
     counters,
   };

@@ -7,13 +7,7 @@
  *
  * @module
  */
-import {
-  countLoad,
-  delta,
-  type PerPing,
-  perPing,
-  readCounters,
-} from "./measure.ts";
+import { countLoad, type PerPing, pingPass } from "./measure.ts";
 import type { ProxyCounts } from "./pgproxy.ts";
 import type { BenchContext, Variant } from "./stack.ts";
 import type { BenchTokens } from "./users.ts";
@@ -64,14 +58,14 @@ export async function measureWork(ctx: BenchContext, pings: number): Promise<{
       );
     }
     tokenChecks.push(`${label}: every user's token answered 200`);
-    await ctx.quiesce();
-    variant.reset();
-    const before = await readCounters(ctx.sql);
-    const load = await countLoad(variant.pingUrl, tokens, pings, 8);
-    await ctx.quiesce();
-    const counters = delta(before, await readCounters(ctx.sql));
-    const served = variant.counts();
-    const ok = served.pings[200] ?? 0;
+    const pass = await pingPass(
+      ctx,
+      variant,
+      kind,
+      8,
+      () => countLoad(variant.pingUrl, tokens, pings, 8),
+    );
+    const ok = pass.perPing.pings;
     const per = <T extends object>(counts: T) =>
       Object.fromEntries(
         Object.entries(counts).map(([k, v]) => [k, ok ? v / ok : 0]),
@@ -82,11 +76,11 @@ export async function measureWork(ctx: BenchContext, pings: number): Promise<{
       kind,
       settings: { ...ctx.variants.main.settings, ...variant.settings },
       pings: ok,
-      errors: load.errors,
+      errors: pass.load.errors,
       functionDb: per(proxies.functions.counts()),
       authDb: per(proxies.auth.counts()),
-      authHttp: per(served.auth),
-      perPing: perPing(counters, ok),
+      authHttp: per(variant.counts().auth),
+      perPing: pass.perPing,
     });
     if (!perPingStatement) {
       // The statement parsed on (nearly) every ping; one-off lookups are not.
