@@ -161,16 +161,14 @@ export async function runWrk(o: {
 export interface DenoClientOptions {
   url: string;
   tokens: readonly string[];
-  body?: string;
-  /** One body per token (same index), in place of `body`. */
+  /** One body per token (same index); default `{"state":"online"}`. */
   bodies?: readonly string[];
   /**
    * `"count"`: `count` requests, `concurrency` at a time (closed loop);
-   * `"duration"`: closed loop for `durationS`;
    * `"rate"`: open loop, `rate` requests per second for `durationS`,
    * latency measured from each request's scheduled start.
    */
-  mode: "count" | "duration" | "rate";
+  mode: "count" | "rate";
   concurrency?: number;
   count?: number;
   durationS?: number;

@@ -1,15 +1,16 @@
 /**
  * What a poll of the `presence` function costs next to a ping, in one run:
- * the ES256 ping and an empty changes-since call at concurrency 16; 1,000
- * distinct watchers (each its own token and cursor) polling, with the CPU
- * of Deno and PostgreSQL per poll; and both read figures again beside an
+ * the ES256 ping and an empty changes-since call at concurrency 16, both
+ * driven by wrk; 1,000 distinct watchers (each its own token and cursor)
+ * polling, driven by the Deno client (a body per token), with the CPU of
+ * Deno and PostgreSQL per poll; and both read figures again beside an
  * idle open transaction that holds a write (an editor's forgotten `BEGIN`),
  * whose cost must not move.
  *
  * @module
  */
 import postgres from "postgres";
-import { type LoadResult, runDenoClient } from "./load.ts";
+import { type LoadResult, runWrk } from "./load.ts";
 import { countLoad, type PingPass, pingPass, withCpu } from "./measure.ts";
 import type { BenchContext } from "./stack.ts";
 
@@ -46,14 +47,14 @@ export async function measureReadCost(ctx: BenchContext): Promise<ReadCost> {
     }
     return taken;
   };
+  // With wrk, as the ping pass: the ratio of the two compares like with like.
   const empty = (cursor: string, d: number) =>
-    runDenoClient({
+    runWrk({
       url,
-      tokens,
-      body: JSON.stringify({ cursor }),
-      mode: "duration",
+      tokensFile: ctx.tokenFiles.es256,
       concurrency: _C,
       durationS: d,
+      body: JSON.stringify({ cursor }),
     });
   const polls = (taken: string[]) =>
     countLoad(
