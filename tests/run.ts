@@ -144,7 +144,7 @@ await check("check", [
   "scripts",
   "client",
 ]);
-await suite("unit", ["supabase/functions", "client"]);
+await suite("unit", ["supabase/functions", "client", "bench"]);
 const dbPaths = ["local", "tests/e2e", "tests/verify"];
 await suite("pglite", dbPaths, { TEST_DATABASE_URL: "" });
 // TEST_DATABASE_URL, or a throw-away cluster of the run's own: the suite
