@@ -179,8 +179,8 @@ export const PASSES: readonly Pass[] = [{
     const run = () => countLoad(main.pingUrl, tokens, count, 16);
     main.forgetVerifiedTokens();
     ctx.log(`Token cache: ${count} first-seen tokens, then again`);
-    const firstSeen = await pingPass(ctx, main, "es256", 16, run);
-    const seenBefore = await pingPass(ctx, main, "es256", 16, run);
+    const firstSeen = await pingPass(ctx, main, "es256", run);
+    const seenBefore = await pingPass(ctx, main, "es256", run);
     s.r.tokenCache = { tokens: count, firstSeen, seenBefore };
   },
 }, {

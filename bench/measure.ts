@@ -7,6 +7,7 @@
  * @module
  */
 import postgres from "postgres";
+import { redactUrl } from "../local/start_error.ts";
 import type { BenchContext, Variant } from "./stack.ts";
 import { type CpuUse, type LoadResult, runDenoClient, runWrk } from "./load.ts";
 import type { BenchTokens } from "./users.ts";
@@ -113,20 +114,23 @@ export function load(
 }
 
 /**
- * A presence-ping pass on `variant`: a warm-up, then `run` (by default
- * wrk at concurrency `c`), with PostgreSQL's counters and the CPU of Deno
- * and Postgres read around it, per ping the gateway answered 200.
+ * A presence-ping pass on `variant`: `run` (or, for a concurrency, a
+ * warm-up then wrk at that concurrency), with PostgreSQL's counters and
+ * the CPU of Deno and Postgres read around it, per ping the gateway
+ * answered 200.
  */
 export async function pingPass(
   ctx: BenchContext,
   variant: Variant,
   kind: keyof BenchTokens,
-  c: number,
-  run?: () => Promise<LoadResult>,
+  run: number | (() => Promise<LoadResult>),
 ): Promise<PingPass> {
-  const measured = run ??
-    (() => load(ctx, variant.pingUrl, kind, c, ctx.durationS));
-  if (!run) await load(ctx, variant.pingUrl, kind, c, ctx.warmupS);
+  let measured = run as () => Promise<LoadResult>;
+  if (typeof run === "number") {
+    const wrk = (d: number) => load(ctx, variant.pingUrl, kind, run, d);
+    await wrk(ctx.warmupS);
+    measured = () => wrk(ctx.durationS);
+  }
   await ctx.quiesce();
   variant.reset();
   const before = await _readCounters(ctx.sql);
@@ -313,7 +317,6 @@ export async function environment(
     select name, setting || coalesce(unit, '') as setting from pg_settings
     where name in ('shared_buffers', 'synchronous_commit', 'fsync',
       'max_connections', 'wal_level', 'autovacuum')`;
-  const args = Deno.args.join(" ");
   return {
     date: new Date().toISOString(),
     machine: {
@@ -330,6 +333,17 @@ export async function environment(
     postgresSettings: Object.fromEntries(
       settings.map((s) => [s.name, s.setting]),
     ),
-    command: `npm run bench${args ? ` -- ${args}` : ""}`,
+    command: benchCommand(Deno.args),
   };
+}
+
+/**
+ * The command line a run records and prints, with the password of any
+ * connection string in it removed (`--database-url=postgresql://u:p@h/db`).
+ */
+export function benchCommand(args: readonly string[]): string {
+  const shown = args.map((a) =>
+    a.replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, (url) => redactUrl(url))
+  ).join(" ");
+  return `npm run bench${shown ? ` -- ${shown}` : ""}`;
 }

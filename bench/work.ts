@@ -62,7 +62,6 @@ export async function measureWork(ctx: BenchContext, pings: number): Promise<{
       ctx,
       variant,
       kind,
-      8,
       () => countLoad(variant.pingUrl, tokens, pings, 8),
     );
     const ok = pass.perPing.pings;

@@ -4,6 +4,10 @@
  * on PGlite and once on a real PostgreSQL. Ends with one plain line
  * `N passed, N failed` counted from the runs' JUnit reports.
  *
+ * Stage names as arguments run only those stages, in the usual order:
+ * `deno task unit` is `tests/run.ts unit`, `deno task e2e` is
+ * `tests/run.ts pglite postgres`.
+ *
  * @module
  */
 import { testPostgres } from "./support/postgres.ts";
@@ -132,33 +136,60 @@ function indent(text: string, lines = 12): string {
   return shown.join("\n");
 }
 
+/**
+ * The stages, in the order `npm test` runs them; the one home of what each
+ * checks. `deno task unit` and `deno task e2e` run some of them by name.
+ */
+const STAGES: Record<string, () => Promise<void>> = {
+  fmt: () => check("fmt", ["fmt", "--check"]),
+  lint: () => check("lint", ["lint"]),
+  check: () =>
+    check("check", [
+      "check",
+      "supabase/functions",
+      "local",
+      "tests",
+      "bench",
+      "scripts",
+      "client",
+    ]),
+  unit: () => suite("unit", ["supabase/functions", "client", "bench"]),
+  pglite: () => suite("pglite", DB_PATHS, { TEST_DATABASE_URL: "" }),
+  // TEST_DATABASE_URL, or a throw-away cluster of the run's own: the suite
+  // never starts, stops or alters a cluster it did not create.
+  postgres: async () => {
+    const pg = await testPostgres();
+    if (pg.url === null) {
+      console.log(`\n== postgres: not run (${pg.reason})`);
+      outcomes.push({
+        name: "postgres",
+        passed: 0,
+        failed: 1,
+        note: pg.reason,
+      });
+      return;
+    }
+    try {
+      await suite("postgres", DB_PATHS, { TEST_DATABASE_URL: pg.url });
+    } finally {
+      await pg.close();
+    }
+  },
+};
+const DB_PATHS = ["local", "tests/e2e", "tests/verify"];
+
+const unknown = Deno.args.filter((name) => !(name in STAGES));
+if (unknown.length) {
+  console.error(
+    `Unknown stage ${unknown.join(", ")}; stages: ${
+      Object.keys(STAGES).join(", ")
+    }`,
+  );
+  Deno.exit(2);
+}
 await Deno.mkdir(REPORTS, { recursive: true });
-await check("fmt", ["fmt", "--check"]);
-await check("lint", ["lint"]);
-await check("check", [
-  "check",
-  "supabase/functions",
-  "local",
-  "tests",
-  "bench",
-  "scripts",
-  "client",
-]);
-await suite("unit", ["supabase/functions", "client", "bench"]);
-const dbPaths = ["local", "tests/e2e", "tests/verify"];
-await suite("pglite", dbPaths, { TEST_DATABASE_URL: "" });
-// TEST_DATABASE_URL, or a throw-away cluster of the run's own: the suite
-// never starts, stops or alters a cluster it did not create.
-const pg = await testPostgres();
-if (pg.url !== null) {
-  try {
-    await suite("postgres", dbPaths, { TEST_DATABASE_URL: pg.url });
-  } finally {
-    await pg.close();
-  }
-} else {
-  console.log(`\n== postgres: not run (${pg.reason})`);
-  outcomes.push({ name: "postgres", passed: 0, failed: 1, note: pg.reason });
+for (const [name, run] of Object.entries(STAGES)) {
+  if (Deno.args.length === 0 || Deno.args.includes(name)) await run();
 }
 
 const passed = outcomes.reduce((n, o) => n + o.passed, 0);
