@@ -1,11 +1,12 @@
 /**
  * The benchmark's stack, set up once per run: a fresh database on the
- * machine's PostgreSQL, migrated with the Supabase CLI; the pieces of
- * local/stack.ts (the Auth stand-in, the gateway over the very function
- * handlers that deploy) served as several variants on their own ports,
- * each with its own settings and counts (pings by status, Auth requests
- * by path; on counted variants, a counting proxy before Postgres); a bare
- * Deno handler (the HTTP ceiling); 1,000 users with their tokens.
+ * machine's PostgreSQL, migrated with the Supabase CLI; the local stack
+ * `npm start` runs (local/stack.ts: the Auth stand-in, the gateway over
+ * the very function handlers that deploy, in process) started as several
+ * variants on their own ports, each with its own settings and counts
+ * (pings by status, Auth requests by path; on counted variants, a counting
+ * proxy before Postgres); a bare Deno handler (the HTTP ceiling); 1,000
+ * users with their tokens.
  *
  * The variants share the database, the signing key and the users, so
  * their figures compare like with like. `close` undoes everything.
@@ -14,18 +15,12 @@
  */
 import postgres from "postgres";
 import {
-  createAuthApi,
   loadOrCreateSigningKey,
   LOCAL_ANON_KEY,
   LOCAL_JWT_SECRET,
-  LOCAL_SERVICE_ROLE_KEY,
 } from "../local/auth/mod.ts";
-import { bootstrapDatabase } from "../local/db/bootstrap.ts";
 import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
-import { functionEnv, localFunctions } from "../local/functions.ts";
-import { createGateway, localJwtCheck } from "../local/gateway.ts";
-import { pushMigrations } from "../local/migrate.ts";
-import { freePort } from "../local/testing/cluster.ts";
+import { startStack } from "../local/stack.ts";
 import { createTestDatabase } from "../local/testing/database.ts";
 import {
   createDeps,
@@ -94,8 +89,6 @@ export const DEFAULT_SETTINGS = {
   PRESENCE_VERIFY: "local",
 };
 
-const _JWT_EXPIRY = 3600;
-
 /** Sets the stack up on a fresh database of the cluster in TEST_DATABASE_URL. */
 export async function setUp(options: {
   users: number;
@@ -140,10 +133,6 @@ export async function setUp(options: {
     const database = await createTestDatabase();
     cleanups.push(() => database.close());
     const dbUrl = database.url;
-    await bootstrapDatabase(dbUrl);
-    await pushMigrations(dbUrl);
-    log("Migrated the database with the Supabase CLI");
-
     const signingKeyFile = `${tmp}/signing_key.json`;
     const signingKey = await loadOrCreateSigningKey(signingKeyFile);
     const specs: [string, Record<string, string>, boolean][] = [
@@ -154,11 +143,10 @@ export async function setUp(options: {
         PRESENCE_MIN_WRITE_INTERVAL_S: String(options.skipIntervalS),
       }, false],
     ];
-    const ports = specs.map(() => freePort());
-    const issuer = `http://127.0.0.1:${ports[0]}/auth/v1`;
     const variants: Record<string, Variant> = {};
     const allDeps: OwnedDeps[] = [];
-    for (const [i, [name, settings, counted]] of specs.entries()) {
+    let issuer: string | undefined;
+    for (const [name, settings, counted] of specs) {
       const proxies = counted
         ? {
           functions: startCountingProxy(dbUrl),
@@ -171,70 +159,51 @@ export async function setUp(options: {
           () => proxies.auth.close(),
         );
       }
-      // As local/stack.ts, except idle_timeout: see quiesce().
-      const authSql = postgres(proxies?.auth.url ?? dbUrl, {
-        max: 4,
-        prepare: false,
-        idle_timeout: 1,
-        onnotice: () => {},
-      });
-      cleanups.push(() => authSql.end({ timeout: 5 }));
-      const auth = createAuthApi({
-        sql: authSql,
-        jwtSecret: LOCAL_JWT_SECRET,
-        signingKey,
-        jwtExpiry: _JWT_EXPIRY,
-        issuer,
-        anonKey: LOCAL_ANON_KEY,
-        serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
-      });
-      const apiUrl = `http://127.0.0.1:${ports[i]}`;
-      const functionsDbUrl = proxies?.functions.url ?? dbUrl;
-      const env = functionEnv({
-        apiUrl,
-        dbUrl: functionsDbUrl,
-        anonKey: LOCAL_ANON_KEY,
-        serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
-        // Every variant accepts the tokens the first one's Auth issues;
-        // otherwise another port is another issuer, refused on the fast path.
-        overrides: {
-          PRESENCE_TOKEN_ISSUER: issuer,
-          ...DEFAULT_SETTINGS,
-          ...settings,
-        },
-      });
       const deps = createDeps();
       allDeps.push(deps);
       let pings: Record<number, number> = {};
       let authPaths: Record<string, number> = {};
-      const gateway = createGateway({
-        auth: (req) => {
-          const path = new URL(req.url).pathname;
-          authPaths[path] = (authPaths[path] ?? 0) + 1;
-          return auth(req);
+      // The stack `npm start` runs, its functions in process; the first
+      // one migrates the database with the Supabase CLI.
+      const stack = await startStack({
+        apiPort: 0,
+        dataDir: null,
+        databaseUrl: dbUrl,
+        seed: false,
+        signingKey,
+        functionDeps: deps,
+        // As the stack's own pool, except idle_timeout: see quiesce().
+        authSql: postgres(proxies?.auth.url ?? dbUrl, {
+          max: 4,
+          prepare: false,
+          idle_timeout: 1,
+          onnotice: () => {},
+        }),
+        functionEnv: {
+          ...(proxies && { SUPABASE_DB_URL: proxies.functions.url }),
+          // Every variant accepts the tokens the first one's Auth issues;
+          // otherwise another port is another issuer, refused locally.
+          ...(issuer && { PRESENCE_TOKEN_ISSUER: issuer }),
+          ...DEFAULT_SETTINGS,
+          ...settings,
         },
-        functions: localFunctions(env, deps),
-        isValidJwt: localJwtCheck(signingKey),
-      });
-      const server = Deno.serve(
-        { hostname: "127.0.0.1", port: ports[i], onListen: () => {} },
-        async (req) => {
-          const res = await gateway(req);
-          if (req.url.endsWith("/presence-ping")) {
+        onResponse(req, res) {
+          const path = new URL(req.url).pathname;
+          if (path.startsWith("/auth/v1/")) {
+            authPaths[path] = (authPaths[path] ?? 0) + 1;
+          } else if (path.endsWith("/presence-ping")) {
             pings[res.status] = (pings[res.status] ?? 0) + 1;
           }
-          return res;
         },
-      );
-      cleanups.push(async () => {
-        await server.shutdown();
-        await deps.close();
       });
+      cleanups.push(() => stack.close());
+      issuer ??= `${stack.apiUrl}/auth/v1`;
+      if (name === "main") log("Migrated the database with the Supabase CLI");
       variants[name] = {
         name,
         settings,
-        apiUrl,
-        pingUrl: `${apiUrl}/functions/v1/presence-ping`,
+        apiUrl: stack.apiUrl,
+        pingUrl: `${stack.apiUrl}/functions/v1/presence-ping`,
         counts: () => structuredClone({ pings, auth: authPaths }),
         reset() {
           pings = {};

@@ -87,6 +87,17 @@ export interface StackOptions {
   reset?: boolean;
   /** ES256 key to sign access tokens with (default: from dataDir, or new). */
   signingKey?: SigningKey;
+  /**
+   * The Auth stand-in's connection pool (default: 4 connections to the
+   * database). Ended with the stack. The benchmark passes one through a
+   * counting proxy.
+   */
+  authSql?: postgres.Sql;
+  /**
+   * Called with every request the API answered and its response, once
+   * answered (the benchmark counts pings by status and requests to Auth).
+   */
+  onResponse?: (req: Request, res: Response) => void;
   /** Progress lines, e.g. `console.log`; silent by default. */
   log?: (line: string) => void;
 }
@@ -190,7 +201,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       );
     }
 
-    const sql = postgres(dbUrl, {
+    const sql = options.authSql ?? postgres(dbUrl, {
       max: 4,
       prepare: false,
       onnotice: () => {},
@@ -263,9 +274,16 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     });
     let server: Deno.HttpServer;
     try {
+      const observe = options.onResponse;
       server = Deno.serve(
         { hostname: host, port: apiPort, onListen: () => {} },
-        gateway,
+        observe
+          ? async (req) => {
+            const res = await gateway(req);
+            observe(req, res);
+            return res;
+          }
+          : gateway,
       );
     } catch (error) {
       throw _addrInUse(error)
