@@ -211,8 +211,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       select current_setting('server_version') as version`;
     log(`Database: PostgreSQL ${version} (${database})`);
     // The CLI does not show the migrations' NOTICEs: say here which lookup
-    // indexes are plain because the table was adopted.
-    for (const line of await _plainIndexes(sql)) log(line);
+    // indexes are plain because the table was adopted, or missing.
+    for (const line of await _indexNotes(sql)) log(line);
     const signingKey = options.signingKey ??
       (dataDir
         ? await loadOrCreateSigningKey(`${dataDir}/signing_key.json`)
@@ -319,7 +319,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   }
 }
 
-async function _plainIndexes(sql: postgres.Sql): Promise<string[]> {
+// What an adopted usuarios lacks or has differently, one log line each.
+async function _indexNotes(sql: postgres.Sql): Promise<string[]> {
   const rows = await sql<{ name: string }[]>`
     select indexname::text as name from pg_indexes
     where schemaname = 'public' and tablename = 'usuarios'
@@ -327,9 +328,29 @@ async function _plainIndexes(sql: postgres.Sql): Promise<string[]> {
         'usuarios_nombre_usuario_lower_idx', 'usuarios_auth_user_id_idx')
     order by 1
   `;
-  return rows.map(({ name }) =>
+  const notes = rows.map(({ name }) =>
     `public.usuarios: "${name}" is a plain index, not a unique one: an adopted table keeps accepting what it accepted (docs/adoption.md)`
   );
+  // The migrations cannot index a column that may not exist (a concurrent
+  // build cannot be conditional): the upgrade does.
+  const [{ unindexed }] = await sql<{ unindexed: boolean }[]>`
+    select exists (
+        select 1 from pg_attribute
+        where attrelid = to_regclass('public.usuarios')
+          and attname = 'auth_user_id' and not attisdropped)
+      and not exists (
+        select 1 from pg_index i
+        join pg_attribute a on a.attrelid = i.indrelid
+          and a.attnum = i.indkey[0]
+        where i.indrelid = to_regclass('public.usuarios')
+          and a.attname = 'auth_user_id' and i.indisvalid) as unindexed
+  `;
+  if (unindexed) {
+    notes.push(
+      "public.usuarios: auth_user_id has no index, so finding a caller's row by it reads the whole table; supabase/upgrades/add_optional_columns.sql adds one (docs/adoption.md)",
+    );
+  }
+  return notes;
 }
 
 // The port to serve on: `port` itself, or a free one for 0.

@@ -473,6 +473,11 @@ for (const shape of SHAPES) {
       for (const index of shape.indexes) {
         assert.match(started.log, new RegExp(`"${index}" is a plain index`));
       }
+      // Only a table with an unindexed auth_user_id is told to upgrade.
+      assert.equal(
+        /auth_user_id has no index/.test(started.log),
+        shape.hasAuthUserId,
+      );
     },
   );
 
