@@ -125,17 +125,16 @@ export async function pingPass(
   kind: keyof BenchTokens,
   run: number | (() => Promise<LoadResult>),
 ): Promise<PingPass> {
-  let measured = run as () => Promise<LoadResult>;
   if (typeof run === "number") {
-    const wrk = (d: number) => load(ctx, variant.pingUrl, kind, run, d);
-    await wrk(ctx.warmupS);
-    measured = () => wrk(ctx.durationS);
+    const c = run;
+    await load(ctx, variant.pingUrl, kind, c, ctx.warmupS);
+    run = () => load(ctx, variant.pingUrl, kind, c, ctx.durationS);
   }
   await ctx.quiesce();
   variant.reset();
   const before = await _readCounters(ctx.sql);
   const cpuBefore = await readCpu(ctx.dbUrl);
-  const result = await measured();
+  const result = await run();
   const cpuAfter = await readCpu(ctx.dbUrl);
   await ctx.quiesce();
   const counters = _delta(before, await _readCounters(ctx.sql));

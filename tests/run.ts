@@ -136,6 +136,8 @@ function indent(text: string, lines = 12): string {
   return shown.join("\n");
 }
 
+const DB_PATHS = ["local", "tests/e2e", "tests/verify"];
+
 /**
  * The stages, in the order `npm test` runs them; the one home of what each
  * checks. `deno task unit` and `deno task e2e` run some of them by name.
@@ -176,8 +178,6 @@ const STAGES: Record<string, () => Promise<void>> = {
     }
   },
 };
-const DB_PATHS = ["local", "tests/e2e", "tests/verify"];
-
 const unknown = Deno.args.filter((name) => !(name in STAGES));
 if (unknown.length) {
   console.error(
