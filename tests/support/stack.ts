@@ -12,11 +12,14 @@ import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { createDeps } from "../../supabase/functions/_shared/deps.ts";
 import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
-import { functionEnv, localFunctions } from "../../local/functions.ts";
-import { createGateway } from "../../local/gateway.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { startStack } from "../../local/stack.ts";
 import { generateSigningKey, type SigningKey } from "../../local/auth/mod.ts";
+import {
+  forwardTo,
+  type ServedFunctions,
+  serveFunctions,
+} from "./functions.ts";
 
 /** A running stack with helpers to make users and rows. */
 export interface TestStack {
@@ -69,12 +72,6 @@ export interface CreateUserOptions {
    * links the new identity). `null` (default): no row.
    */
   row?: Record<string, unknown> | null;
-}
-
-/** Functions served by {@linkcode TestStack.withFunctionEnv}. */
-export interface ServedFunctions {
-  readonly apiUrl: string;
-  close(): Promise<void>;
 }
 
 /** A signed-in test identity. */
@@ -142,8 +139,8 @@ export async function startTestStack(
     sql,
     anon: () => client(anonKey),
     reopenFunctionPools: () => functionDeps.close(),
-    withFunctionEnv(overrides) {
-      const env = functionEnv({
+    withFunctionEnv: (overrides) =>
+      Promise.resolve(serveFunctions({
         apiUrl,
         dbUrl,
         anonKey,
@@ -151,24 +148,7 @@ export async function startTestStack(
         publishableKey: publishableKey || undefined,
         secretKey: secretKey || undefined,
         overrides,
-      });
-      const deps = createDeps();
-      const server = Deno.serve(
-        { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-        createGateway({
-          auth: (req) => forwardTo(apiUrl, req),
-          functions: localFunctions(env, deps),
-          isValidJwt: () => Promise.resolve(false),
-        }),
-      );
-      return Promise.resolve({
-        apiUrl: `http://127.0.0.1:${server.addr.port}`,
-        async close() {
-          await server.shutdown();
-          await deps.close();
-        },
-      });
-    },
+      }, (req) => forwardTo(apiUrl, req))),
     admin: () => client(serviceRoleKey),
     async createUser(opts = {}) {
       const email = opts.email ??
@@ -222,12 +202,6 @@ export const FOREIGN_TARGET_SETTINGS: readonly string[] = [
   "E2E_SUPABASE_ANON_KEY",
   "E2E_SUPABASE_SERVICE_ROLE_KEY",
 ];
-
-/** `req` sent on to the same path and query under `baseUrl`. */
-function forwardTo(baseUrl: string, req: Request): Promise<Response> {
-  const url = new URL(req.url);
-  return fetch(`${baseUrl}${url.pathname}${url.search}`, req);
-}
 
 /**
  * `stack`'s functions served against a proxy of its Auth that counts the

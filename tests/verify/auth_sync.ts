@@ -12,9 +12,7 @@ import {
   delayUnlessAborted,
   droppedConnection,
 } from "../support/faults.ts";
-import { createDeps } from "../../supabase/functions/_shared/deps.ts";
-import { functionEnv, localFunctions } from "../../local/functions.ts";
-import { createGateway } from "../../local/gateway.ts";
+import { serveFunctions } from "../support/functions.ts";
 import { contractProblem, post, sleep, type Tally } from "./_support.ts";
 import { signedInUser, type Target, type User } from "./_target.ts";
 import { ODD_EMAILS } from "./bad_input.ts";
@@ -233,21 +231,12 @@ export async function runProviderMidUpdate(
       },
     );
     const proxyUrl = `http://127.0.0.1:${proxy.addr.port}`;
-    const env = functionEnv({
+    const served = serveFunctions({
       apiUrl: proxyUrl,
       dbUrl: t.dbUrl,
       anonKey: t.anonKey,
       serviceRoleKey: t.serviceRoleKey,
     });
-    const deps = createDeps();
-    const served = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-      createGateway({
-        auth: () => Promise.resolve(new Response(null, { status: 404 })),
-        functions: localFunctions(env, deps),
-        isValidJwt: () => Promise.resolve(false),
-      }),
-    );
     try {
       const newEmail = `moved-${crypto.randomUUID().slice(0, 8)}@verify.test`;
       tally.count(category);
@@ -255,7 +244,7 @@ export async function runProviderMidUpdate(
         t,
         admin,
         { id: target.rowId, email: newEmail },
-        `http://127.0.0.1:${served.addr.port}`,
+        served.apiUrl,
       );
       // The slow case may still be changing things at the provider.
       await sleep(200);
@@ -286,8 +275,7 @@ export async function runProviderMidUpdate(
         }; audit ${audit?.outcome ?? "none"}`,
       );
     } finally {
-      await served.shutdown();
-      await deps.close();
+      await served.close();
       await proxy.shutdown();
     }
   }

@@ -8,9 +8,7 @@
  */
 import postgres from "postgres";
 import { generateSigningKey, LOCAL_JWT_SECRET } from "../../local/auth/mod.ts";
-import { createDeps } from "../../supabase/functions/_shared/deps.ts";
-import { functionEnv, localFunctions } from "../../local/functions.ts";
-import { createGateway } from "../../local/gateway.ts";
+import { serveFunctions } from "../support/functions.ts";
 import { startStack } from "../../local/stack.ts";
 import type { RestartableDb } from "./_databases.ts";
 import { freePort } from "./_databases.ts";
@@ -353,22 +351,13 @@ export async function runProviderFaults(
   let slowest = 0;
   await Promise.all(o.faults.map(async (fault) => {
     const provider = _fakeProvider(fault);
-    const env = functionEnv({
+    const served = serveFunctions({
       apiUrl: provider.url,
       dbUrl: t.dbUrl,
       anonKey: t.anonKey,
       serviceRoleKey: t.serviceRoleKey,
     });
-    const deps = createDeps();
-    const served = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-      createGateway({
-        auth: () => Promise.resolve(new Response(null, { status: 404 })),
-        functions: localFunctions(env, deps),
-        isValidJwt: () => Promise.resolve(false),
-      }),
-    );
-    const apiUrl = `http://127.0.0.1:${served.addr.port}`;
+    const { apiUrl } = served;
     try {
       for (const fn of o.functions) {
         const category = `fault: identity provider ${fault}`;
@@ -399,8 +388,7 @@ export async function runProviderFaults(
       }
     } finally {
       // These functions' own pools (the stack under test keeps its own).
-      await served.shutdown();
-      await deps.close();
+      await served.close();
       await provider.close();
     }
   }));
