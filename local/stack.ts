@@ -11,6 +11,10 @@ import {
   type OwnedDeps,
 } from "../supabase/functions/_shared/deps.ts";
 import {
+  readColumns,
+  UNINDEXED_AUTH_USER_ID,
+} from "../supabase/functions/_shared/columns.ts";
+import {
   createAuthApi,
   generateSigningKey,
   loadOrCreateSigningKey,
@@ -331,24 +335,9 @@ async function _indexNotes(sql: postgres.Sql): Promise<string[]> {
   const notes = rows.map(({ name }) =>
     `public.usuarios: "${name}" is a plain index, not a unique one: an adopted table keeps accepting what it accepted (docs/adoption.md)`
   );
-  // The migrations cannot index a column that may not exist (a concurrent
-  // build cannot be conditional): the upgrade does.
-  const [{ unindexed }] = await sql<{ unindexed: boolean }[]>`
-    select exists (
-        select 1 from pg_attribute
-        where attrelid = to_regclass('public.usuarios')
-          and attname = 'auth_user_id' and not attisdropped)
-      and not exists (
-        select 1 from pg_index i
-        join pg_attribute a on a.attrelid = i.indrelid
-          and a.attnum = i.indkey[0]
-        where i.indrelid = to_regclass('public.usuarios')
-          and a.attname = 'auth_user_id' and i.indisvalid) as unindexed
-  `;
-  if (unindexed) {
-    notes.push(
-      "public.usuarios: auth_user_id has no index, so finding a caller's row by it reads the whole table; supabase/upgrades/add_optional_columns.sql adds one (docs/adoption.md)",
-    );
+  // The functions log it too, on their first lookup of the columns.
+  if ((await readColumns(sql)).authUserIdIndexed === false) {
+    notes.push(UNINDEXED_AUTH_USER_ID);
   }
   return notes;
 }
