@@ -16,6 +16,7 @@ import { generateSigningKey, type SigningKey } from "../../local/auth/mod.ts";
 import { bootstrapDatabase } from "../../local/db/bootstrap.ts";
 import { StartError } from "../../local/start_error.ts";
 import { type Stack, startStack } from "../../local/stack.ts";
+import { UNINDEXED_AUTH_USER_ID } from "../../supabase/functions/_shared/columns.ts";
 import {
   createTestDatabase,
   type TestDatabase,
@@ -567,10 +568,19 @@ for (const shape of SHAPES) {
     async () => {
       assert.ok(stack);
       boss = await signedIn(stack, ADMIN);
+      // The functions' first look at the columns (the pings do not look):
+      // a hosted project's only sign of an unindexed auth_user_id.
+      const warned: string[] = [];
+      const warn = console.warn;
+      console.warn = (...args: unknown[]) => warned.push(args.join(" "));
       const sync = await invoke(boss.client, "auth-sync", {
         body: { action: "sync", dry_run: true },
-      });
+      }).finally(() => console.warn = warn);
       assert.equal(sync.status, 200, JSON.stringify(sync.body));
+      assert.deepEqual(
+        warned.map((l) => JSON.parse(l).msg),
+        shape.hasAuthUserId ? [UNINDEXED_AUTH_USER_ID] : [],
+      );
       const mine = sync.body.results.find((r: { id: number }) =>
         r.id === shape.user.rowId
       );
