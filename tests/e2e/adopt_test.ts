@@ -23,6 +23,7 @@ import {
 } from "../../local/testing/database.ts";
 import { e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
+import { logLines, warnings } from "../support/logs.ts";
 import { LEGACY_USUARIOS } from "../support/legacy.ts";
 
 const ROOT = new URL("../../", import.meta.url);
@@ -570,15 +571,15 @@ for (const shape of SHAPES) {
       boss = await signedIn(stack, ADMIN);
       // The functions' first look at the columns (the pings do not look):
       // a hosted project's only sign of an unindexed auth_user_id.
-      const warned: string[] = [];
-      const warn = console.warn;
-      console.warn = (...args: unknown[]) => warned.push(args.join(" "));
-      const sync = await invoke(boss.client, "auth-sync", {
-        body: { action: "sync", dry_run: true },
-      }).finally(() => console.warn = warn);
+      let sync!: Awaited<ReturnType<typeof invoke>>;
+      const lines = await logLines(async () => {
+        sync = await invoke(boss.client, "auth-sync", {
+          body: { action: "sync", dry_run: true },
+        });
+      });
       assert.equal(sync.status, 200, JSON.stringify(sync.body));
       assert.deepEqual(
-        warned.map((l) => JSON.parse(l).msg),
+        warnings(lines),
         shape.hasAuthUserId ? [UNINDEXED_AUTH_USER_ID] : [],
       );
       const mine = sync.body.results.find((r: { id: number }) =>

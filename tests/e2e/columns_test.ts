@@ -16,6 +16,7 @@ import {
 } from "../../supabase/functions/_shared/columns.ts";
 import { Pools } from "../../supabase/functions/_shared/db.ts";
 import { e2eTest } from "../support/e2e.ts";
+import { logLines } from "../support/logs.ts";
 
 const _TABLE = `create table public.usuarios (
   id bigint generated always as identity primary key,
@@ -91,19 +92,6 @@ const SHAPES: { name: string; ddl: string; expect: OptionalColumns }[] = [
   })),
 ];
 
-/** The JSON lines `console.warn` got while `work` ran. */
-async function warnings(work: () => Promise<unknown>): Promise<string[]> {
-  const lines: string[] = [];
-  const warn = console.warn;
-  console.warn = (...args: unknown[]) => lines.push(args.join(" "));
-  try {
-    await work();
-  } finally {
-    console.warn = warn;
-  }
-  return lines;
-}
-
 e2eTest(
   "columns: each shape of usuarios read as it is, and a warning once per pool exactly when auth_user_id has no usable index",
   async () => {
@@ -121,7 +109,7 @@ e2eTest(
           dbPoolMax: 1,
           dbStatementTimeoutMs: 5_000,
         };
-        const lines = await warnings(async () => {
+        const lines = await logLines(async () => {
           // Two requests' views of one pool: looked up (and told) once.
           for (let i = 0; i < 2; i++) {
             assert.deepEqual(
@@ -134,6 +122,7 @@ e2eTest(
         const expected = shape.expect.authUserIdIndexed
           ? []
           : [{ level: "warn", msg: UNINDEXED_AUTH_USER_ID }];
+        // Nothing else is logged: the lookup's only line is this warning.
         assert.deepEqual(lines.map((l) => JSON.parse(l)), expected, shape.name);
       }
     } finally {

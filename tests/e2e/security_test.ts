@@ -10,6 +10,7 @@ import type { SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { logLines } from "../support/logs.ts";
 import { adminWriteProxy, authServerError } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
 import {
@@ -80,20 +81,6 @@ async function usuario(id: number) {
            presence_state, ultimo_acceso
     from public.usuarios where id = ${id}`;
   return r;
-}
-
-/** Lines the functions log while `work` runs (they run in this process). */
-async function logLines(work: () => Promise<void>): Promise<string[]> {
-  const lines: string[] = [];
-  const saved = { log: console.log, warn: console.warn, error: console.error };
-  const keep = (...args: unknown[]) => lines.push(args.map(String).join(" "));
-  console.log = console.warn = console.error = keep;
-  try {
-    await work();
-  } finally {
-    Object.assign(console, saved);
-  }
-  return lines;
 }
 
 /**
