@@ -214,8 +214,8 @@ e2eTest(
     const { data } = await stack.admin().auth.admin.getUserById(stranger.id);
     assert.ok(data.user?.email_confirmed_at);
     const before = await usuario(victim.rowId!);
-    const auditBefore = await stack.sql`
-      select count(*)::int as n from public.auth_sync_audit`;
+    const [audited] = await stack.sql`
+      select coalesce(max(id), 0) as id from public.auth_sync_audit`;
 
     const read = await invoke(stranger.client, "presence", { body: {} });
     assert.equal(read.status, 404);
@@ -234,10 +234,15 @@ e2eTest(
     assert.deepEqual(await usuario(victim.rowId!), before);
     assert.equal(await canSignIn(victim.email, victim.password), true);
     assert.equal(await canSignIn(victim.email, "taken-over-2"), false);
-    assert.deepEqual(
-      await stack.sql`select count(*)::int as n from public.auth_sync_audit`,
-      auditBefore,
-    );
+    // The attempts are on record as refusals; nothing else was written.
+    const since = await stack.sql`
+      select actor_auth_user_id::text as actor, action, target_id, outcome,
+             detail
+      from public.auth_sync_audit where id > ${audited.id} order by id`;
+    assert.deepEqual(since.map((r) => Object.values(r)), [
+      [stranger.id, "update", String(victim.rowId), "failed", "user_not_found"],
+      [stranger.id, "sync", null, "failed", "user_not_found"],
+    ]);
   },
 );
 
@@ -405,6 +410,34 @@ e2eTest(
 
 // ------------------------------------------------------- refusals are bounded
 
+// The refusal rows of one caller: each says who failed and why, at most six
+// a minute, and together they count every refused call.
+async function refusalRows(
+  actor: TestUser,
+  detail: string,
+  sent: number,
+  secret: string,
+) {
+  const rows = await stack.sql`
+    select action, target_id, fields, attempts, refused_minute, outcome,
+           detail, actor_email, actor_kind
+    from public.auth_sync_audit where actor_auth_user_id = ${actor.id}
+    order by id`;
+  const perMinute = new Map<string, number>();
+  for (const r of rows) {
+    const key = String(r.refused_minute);
+    perMinute.set(key, (perMinute.get(key) ?? 0) + 1);
+    assert.deepEqual(
+      [r.outcome, r.detail, r.actor_email, r.actor_kind],
+      ["failed", detail, actor.email, "user"],
+    );
+  }
+  for (const n of perMinute.values()) assert.ok(n <= 6, `${n} rows a minute`);
+  assert.equal(rows.reduce((sum, r) => sum + r.attempts, 0), sent);
+  assert.ok(!JSON.stringify(rows).includes(secret));
+  return rows;
+}
+
 e2eTest(
   "security: a standard user's refused auth-sync calls add at most six audit rows a minute, and every attempt is counted",
   async () => {
@@ -425,26 +458,45 @@ e2eTest(
     });
     assert.equal(sync.status, 403);
     sent++;
-    const rows = await stack.sql`
-      select action, target_id, fields, attempts, refused_minute, outcome,
-             detail
-      from public.auth_sync_audit where actor_auth_user_id = ${pest.id}
-      order by id`;
-    const perMinute = new Map<string, number>();
-    for (const r of rows) {
-      const key = String(r.refused_minute);
-      perMinute.set(key, (perMinute.get(key) ?? 0) + 1);
-      assert.equal(r.outcome, "failed");
-      assert.equal(r.detail, "admin_required");
-    }
-    for (const n of perMinute.values()) assert.ok(n <= 6, `${n} rows a minute`);
-    assert.equal(rows.reduce((sum, r) => sum + r.attempts, 0), sent);
+    const rows = await refusalRows(pest, "admin_required", sent, "nope-nope-1");
     // Who tried what stays on record: the first target, with its fields.
     assert.deepEqual(
       [rows[0].action, rows[0].target_id, rows[0].fields],
       ["update", String(targets[0]), ["password"]],
     );
-    assert.ok(!JSON.stringify(rows).includes("nope-nope-1"));
+  },
+);
+
+e2eTest(
+  "security: a signed-in caller with no usuarios row (any fresh sign-up) probing auth-sync gets 404, and its probes are on record like a 403's: detail user_not_found, at most six rows a minute, every attempt counted",
+  async () => {
+    const stranger = await stack.createUser();
+    const secret = "probe-pass-9";
+    let sent = 0;
+    for (let id = 2_000_000; id < 2_000_008; id++) {
+      const res = await invoke(stranger.client, "auth-sync", {
+        body: { action: "update", id, password: secret },
+      });
+      assert.equal(res.status, 404);
+      assert.equal(res.body.code, "user_not_found");
+      sent++;
+    }
+    for (const body of ['{"action":"sync"}', "{not json"]) {
+      const res = await call(stack.apiUrl, "auth-sync", {
+        headers: {
+          Authorization: `Bearer ${stranger.token}`,
+          "Content-Type": "application/json",
+        },
+        body,
+      });
+      assert.equal(res.status, 404);
+      sent++;
+    }
+    const rows = await refusalRows(stranger, "user_not_found", sent, secret);
+    assert.deepEqual(
+      [rows[0].action, rows[0].target_id, rows[0].fields],
+      ["update", "2000000", ["password"]],
+    );
   },
 );
 

@@ -148,16 +148,18 @@ export async function auditFailure(
 export const REFUSAL_ROWS_PER_MINUTE = 5;
 
 /**
- * Records a call refused for lack of rights (403): who called, the action
- * and row it named, and the names of the fields it would have changed,
- * read leniently from the body (which is not validated for a caller
- * without rights). Never a value. Refusals are counted, not appended: one
- * row per actor, action, target and minute, whose `attempts` grows
- * ({@linkcode REFUSAL_ROWS_PER_MINUTE}).
+ * Records a call of a signed-in caller refused for lack of rights, `code`
+ * `admin_required` (403, a row without rights) or `user_not_found` (404, no
+ * row): who called, the action and row it named, and the names of the
+ * fields it would have changed, read leniently from the body (which is not
+ * validated for a caller without rights). Never a value. Refusals are
+ * counted, not appended: one row per actor, action, target and minute,
+ * whose `attempts` grows and whose `detail` is the code of its first
+ * refusal ({@linkcode REFUSAL_ROWS_PER_MINUTE}).
  *
  * @example
  * ```ts
- * await auditRefusal(sql, identity, '{"action":"update","id":1,"password":"x"}');
+ * await auditRefusal(sql, identity, '{"action":"update","id":1,"password":"x"}', "admin_required");
  * // action "update", target 1, fields ["password"], outcome failed, detail admin_required
  * ```
  */
@@ -165,6 +167,7 @@ export async function auditRefusal(
   sql: postgres.ISql,
   actor: Identity,
   bodyText: string,
+  code: "admin_required" | "user_not_found",
 ): Promise<void> {
   const { action, targetId, fields } = _namedInBody(bodyText);
   try {
@@ -190,7 +193,7 @@ export async function auditRefusal(
         (actor_auth_user_id, actor_email, action, target_id, fields, outcome,
          detail, refused_minute)
       select ${actor.id}::uuid, ${actor.email}, entry.action, entry.target_id,
-             entry.fields, 'failed', 'admin_required', minute.m
+             entry.fields, 'failed', ${code}::text, minute.m
       from entry, minute
       on conflict
         (actor_auth_user_id, action, (coalesce(target_id, 0)), refused_minute)
@@ -203,13 +206,13 @@ export async function auditRefusal(
         )
     `;
   } catch (error) {
-    // The caller is already answering 403; a refused audit row is logged.
+    // The caller is already answered 403/404; a refused audit row is logged.
     logEvent("error", "Audit row not written", {
       fn: "auth-sync",
       action,
       target_id: targetId,
       outcome: "failed",
-      detail: "admin_required",
+      detail: code,
       cause: errorText(error),
     });
   }

@@ -65,12 +65,16 @@ export async function authSync(
     await requireAdmin(identity, row, adminPolicy(ctx.env, deps.autoconfirms));
   } catch (error) {
     _logRefused(error, ctx, identity);
-    if (error instanceof HttpError && error.code === "admin_required") {
-      // Who tried what, from the body nobody else reads: fields' names only.
+    const code = error instanceof HttpError ? error.code : null;
+    // A caller without rights, with a row (403) or without (404: any fresh
+    // sign-up). Who tried what, from the body nobody else reads: fields'
+    // names only.
+    if (code === "admin_required" || code === "user_not_found") {
       await auditRefusal(
         sql,
         identity,
         await readBodyText(req).catch(() => ""),
+        code,
       );
     }
     throw error;
