@@ -34,13 +34,17 @@ import {
   tryLease,
   withLease,
 } from "../../supabase/functions/auth-sync/lease.ts";
+import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
 import { HttpError } from "../../supabase/functions/_shared/errors.ts";
 
 const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
 const PENDING_EMAIL = `pending-${crypto.randomUUID().slice(0, 8)}@test.local`;
 
-// Confirmations on: a confirmed email is then proof of the mailbox, and sync
-// may link by it (security_test.ts covers the autoconfirm default). The
+// Confirmations on: an email confirmed through its mailed link is then proof
+// of the mailbox, and sync may link by it (security_test.ts covers the
+// autoconfirm default). Accounts that must prove their address are created
+// `confirmed: "by-mail"`; one created confirmed by the admin API stands for
+// an account confirmed at once (as a sign-up while confirmations were off). The
 // username strategy is on for every domain, so that rows reached through it
 // are tested too.
 const stack: TestStack = await startTestStack({
@@ -78,7 +82,10 @@ function uniqueEmail(prefix = "u"): string {
 }
 
 /** An administrator by ADMIN_EMAILS, without a row. */
-const boss: TestUser = await stack.createUser({ email: BOSS_EMAIL });
+const boss: TestUser = await stack.createUser({
+  email: BOSS_EMAIL,
+  confirmed: "by-mail",
+});
 
 /** An administrator by rol, its row linked by auth_user_id. */
 const admin: TestUser = await stack.createUser({
@@ -340,6 +347,7 @@ e2eTest(
     const email = uniqueEmail("bycorreo");
     const u = await stack.createUser({
       email,
+      confirmed: "by-mail",
       row: { correo: email.toUpperCase(), rol: " Super-Admin " },
     });
     const refused = await authSync(u, {
@@ -465,29 +473,43 @@ e2eTest(
 );
 
 e2eTest(
-  "auth-sync: where Auth confirms by mail, an ADMIN_EMAILS account confirmed after its creation is an administrator",
+  "auth-sync: where Auth confirms by mail, an ADMIN_EMAILS account confirmed without a mail (as a sign-up while confirmations were off leaves it) is no administrator until an operator stamps it",
   async () => {
     const [account] = await stack.sql`
       select id::text from auth.users where email = ${PENDING_EMAIL}`;
     assert.ok(account, "the previous test created the pending account");
-    // Confirmed after its creation, as a mail link would confirm it (the
-    // stand-in sends no mail; the admin API confirms in its place), and
-    // never stamped by an operator: the mail round trip is the proof.
+    // Confirmed after its creation with no confirmation mail before it:
+    // what Auth leaves when a stranger signs up first with the address
+    // while confirmations are off (signup.go user.Confirm), and keeps after
+    // they are turned on.
     const password = `Pw-${crypto.randomUUID()}`;
     const confirmed = await stack.admin().auth.admin.updateUserById(
       account.id,
       { email_confirm: true, password },
     );
     assert.equal(confirmed.error, null);
+    const [mailed] = await stack.sql`
+      select confirmation_sent_at from auth.users where id = ${account.id}`;
+    assert.equal(mailed.confirmation_sent_at, null);
     const client = stack.anon();
     const signIn = await client.auth.signInWithPassword({
       email: PENDING_EMAIL,
       password,
     });
     assert.equal(signIn.error, null);
-    const res = await invoke(client, "auth-sync", {
-      body: { action: "sync", ids: [admin.rowId], dry_run: true },
-    });
+    const body = { action: "sync", ids: [admin.rowId], dry_run: true };
+    const refused = await invoke(client, "auth-sync", { body });
+    assert.equal(refused.status, 404);
+    assert.equal(refused.body.code, "user_not_found");
+
+    // The operator's word: the stamp, written with the service role.
+    const stamped = await stack.admin().auth.admin.updateUserById(
+      account.id,
+      { app_metadata: { [ADMIN_STAMP]: PENDING_EMAIL } },
+    );
+    assert.equal(stamped.error, null);
+    await client.auth.refreshSession();
+    const res = await invoke(client, "auth-sync", { body });
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.deepEqual(res.body.results, [
       { id: admin.rowId, status: "in_sync", auth_user_id: admin.id },
@@ -838,7 +860,11 @@ e2eTest(
   "auth-sync: an unlinked row whose correo has an account updates and links that account",
   async () => {
     const email = uniqueEmail("unlinked");
-    const u = await stack.createUser({ email, row: { correo: email } });
+    const u = await stack.createUser({
+      email,
+      confirmed: "by-mail",
+      row: { correo: email },
+    });
     const password = pw("linked");
     const res = await authSync(admin, {
       action: "update",
@@ -1257,6 +1283,7 @@ async function syncFixture() {
   const toLinkEmail = uniqueEmail("tolink");
   const toLink = await stack.createUser({
     email: toLinkEmail,
+    confirmed: "by-mail",
     row: { correo: toLinkEmail.toUpperCase() },
   });
   const [noIdentity] = await stack.sql`
@@ -1358,9 +1385,45 @@ e2eTest(
 );
 
 e2eTest(
+  "auth-sync: where Auth confirms by mail, sync does not link a row to an account confirmed without a mail (as a sign-up while confirmations were off leaves it), nor update change it; it links once an operator stamps the address",
+  async () => {
+    const email = uniqueEmail("at-once");
+    const taken = await stack.createUser({ email });
+    const [r] = await stack.sql`
+      insert into public.usuarios (correo, rol) values (${email}, 'admin')
+      returning id`;
+    const id = Number(r.id);
+    const sync = await authSync(admin, { action: "sync", ids: [id] });
+    assert.deepEqual(sync.body.results, [
+      { id, status: "unverified", auth_user_id: null },
+    ]);
+    const update = await authSync(admin, {
+      action: "update",
+      id,
+      password: pw("at-once"),
+    });
+    assert.equal(update.status, 409);
+    assert.equal(update.body.code, "identity_unverified");
+    assert.equal((await row(id)).auth_user_id, null);
+
+    const stamped = await stack.admin().auth.admin.updateUserById(taken.id, {
+      app_metadata: { [ADMIN_STAMP]: email },
+    });
+    assert.equal(stamped.error, null);
+    const linked = await authSync(admin, { action: "sync", ids: [id] });
+    assert.deepEqual(linked.body.results, [
+      { id, status: "linked", auth_user_id: taken.id },
+    ]);
+  },
+);
+
+e2eTest(
   "auth-sync: sync reports conflict for a row whose correo's account is linked to another row",
   async () => {
-    const owner = await stack.createUser({ row: { auth_user_id: true } });
+    const owner = await stack.createUser({
+      confirmed: "by-mail",
+      row: { auth_user_id: true },
+    });
     const [other] = await stack.sql`
     insert into public.usuarios (correo) values (${owner.email})
     returning id`;
@@ -1836,6 +1899,7 @@ e2eTest(
     const withAccountEmail = uniqueEmail("legacy");
     const withAccount = await stack.createUser({
       email: withAccountEmail,
+      confirmed: "by-mail",
       row: { correo: withAccountEmail },
     });
     const bareEmail = uniqueEmail("legacy-bare");
@@ -1845,6 +1909,23 @@ e2eTest(
     insert into public.usuarios (nombre_usuario)
     values (${`legacy-${crypto.randomUUID().slice(0, 8)}`}) returning id`;
     await stack.sql`alter table public.usuarios drop column auth_user_id`;
+
+    // Sync first: a password change clears Auth's record of the
+    // confirmation mail (UpdatePassword), the account's proof of its address.
+    const sync = await authSync(boss, {
+      action: "sync",
+      ids: [withAccount.rowId, Number(bare.id), Number(noEmail.id)],
+    });
+    assert.equal(sync.status, 200);
+    assert.deepEqual(sync.body.results, [
+      {
+        id: withAccount.rowId,
+        status: "in_sync",
+        auth_user_id: withAccount.id,
+      },
+      { id: Number(bare.id), status: "no_identity", auth_user_id: null },
+      { id: Number(noEmail.id), status: "no_email", auth_user_id: null },
+    ]);
 
     const password = pw("legacy");
     const updated = await authSync(boss, {
@@ -1866,21 +1947,6 @@ e2eTest(
       identity_created: false,
     });
     assert.equal(await canSignIn(withAccountEmail, password), true);
-
-    const sync = await authSync(boss, {
-      action: "sync",
-      ids: [withAccount.rowId, Number(bare.id), Number(noEmail.id)],
-    });
-    assert.equal(sync.status, 200);
-    assert.deepEqual(sync.body.results, [
-      {
-        id: withAccount.rowId,
-        status: "in_sync",
-        auth_user_id: withAccount.id,
-      },
-      { id: Number(bare.id), status: "no_identity", auth_user_id: null },
-      { id: Number(noEmail.id), status: "no_email", auth_user_id: null },
-    ]);
 
     const created = await authSync(boss, {
       action: "update",

@@ -7,35 +7,12 @@ import assert from "node:assert/strict";
 import { authConfig } from "../../local/stack.ts";
 import { StartError } from "../../local/start_error.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { follow, mails as inboxMails } from "../support/inbox.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
 const stack: TestStack = await startTestStack({ emailConfirmations: true });
 
-interface Message {
-  id: string;
-  to: string;
-  subject: string;
-  type: string;
-  link: string;
-  otp: string;
-}
-
-async function mails(to: string): Promise<Message[]> {
-  const res = await fetch(
-    `${stack.apiUrl}/inbox/api/messages?to=${encodeURIComponent(to)}`,
-  );
-  assert.equal(res.status, 200);
-  return (await res.json()).messages;
-}
-
-async function follow(link: string): Promise<URLSearchParams> {
-  const res = await fetch(link, { redirect: "manual" });
-  assert.equal(res.status, 303);
-  await res.body?.cancel();
-  return new URLSearchParams(
-    new URL(res.headers.get("location")!).hash.slice(1),
-  );
-}
+const mails = (to: string) => inboxMails(stack.apiUrl, to);
 
 e2eTest(
   "inbox: a sign-up's confirmation mail arrives at /inbox/ and its link confirms the account, which then signs in",

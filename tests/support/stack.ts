@@ -12,6 +12,7 @@ import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { createDeps } from "../../supabase/functions/_shared/deps.ts";
 import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
+import { follow, mails } from "./inbox.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { startStack } from "../../local/stack.ts";
 import { generateSigningKey, type SigningKey } from "../../local/auth/mod.ts";
@@ -59,8 +60,13 @@ export interface CreateUserOptions {
   /** Defaults to a unique `<random>@test.local`. */
   email?: string;
   password?: string;
-  /** Confirm the email (default true). */
-  confirmed?: boolean;
+  /**
+   * Confirm the email (default true): `true` as an operator does, with the
+   * admin API's `email_confirm`; `"by-mail"` as a person does where Auth
+   * confirms by mail (`emailConfirmations`): a sign-up, then the mailed link
+   * followed from the inbox.
+   */
+  confirmed?: boolean | "by-mail";
   /**
    * Stamp the address as an operator does for an `ADMIN_EMAILS`
    * administrator: `app_metadata.admin_verified_email` = the email
@@ -154,19 +160,35 @@ export async function startTestStack(
       const email = opts.email ??
         `u${crypto.randomUUID().slice(0, 12)}@test.local`;
       const password = opts.password ?? `pw-${crypto.randomUUID()}`;
-      const created = await admin.auth.admin.createUser({
-        email,
-        password,
-        email_confirm: opts.confirmed ?? true,
-        ...(opts.adminVerified
-          ? { app_metadata: { [ADMIN_STAMP]: email } }
-          : {}),
-      });
-      if (created.error) throw created.error;
-      const id = created.data.user.id;
-      let token = "";
+      const confirmed = opts.confirmed ?? true;
+      const stamp = opts.adminVerified
+        ? { app_metadata: { [ADMIN_STAMP]: email } }
+        : {};
       const userClient = client(anonKey);
-      if (opts.confirmed ?? true) {
+      let id: string;
+      if (confirmed === "by-mail") {
+        const signUp = await userClient.auth.signUp({ email, password });
+        if (signUp.error) throw signUp.error;
+        id = signUp.data.user!.id;
+        const [mail] = await mails(apiUrl, email);
+        const back = await follow(mail.link);
+        if (back.get("type") !== "signup") throw new Error(`${back}`);
+        if (opts.adminVerified) {
+          const stamped = await admin.auth.admin.updateUserById(id, stamp);
+          if (stamped.error) throw stamped.error;
+        }
+      } else {
+        const created = await admin.auth.admin.createUser({
+          email,
+          password,
+          email_confirm: confirmed,
+          ...stamp,
+        });
+        if (created.error) throw created.error;
+        id = created.data.user.id;
+      }
+      let token = "";
+      if (confirmed) {
         const signIn = await userClient.auth.signInWithPassword({
           email,
           password,

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Identity } from "./auth.ts";
-import { ownsListedAddress } from "./email_proof.ts";
+import { ownsAddress } from "./email_proof.ts";
 import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 import type { MatchedRow } from "./match_user.ts";
@@ -68,10 +68,11 @@ export function adminPolicy(
  *   `ADMIN_EMAILS` makes administrators;
  * - its email is listed in `ADMIN_EMAILS` (with or without a row) and it
  *   has proven it owns that mailbox (`email_proof.ts`
- *   {@linkcode ownsListedAddress}): an operator stamped the address in the
- *   account's `app_metadata`, or it was confirmed on a project that
- *   confirms by mail. With confirmations off a confirmation is no proof: a
- *   stranger's first sign-up with a listed address is confirmed at once.
+ *   {@linkcode ownsAddress}): an operator stamped the address in the
+ *   account's `app_metadata`, or Auth confirmed it after mailing it a
+ *   confirmation, on a project that confirms by mail. A confirmation alone
+ *   is no proof: a stranger's first sign-up with a listed address while
+ *   confirmations are off is confirmed at once, and stays so after.
  *
  * @example
  * ```ts
@@ -87,7 +88,7 @@ export async function isAdmin(
     return true;
   }
   if (!isListedAdminEmail(identity.email, policy.adminEmails)) return false;
-  return await ownsListedAddress(identity, policy.autoconfirm);
+  return await ownsAddress(identity, policy.autoconfirm);
 }
 
 /**

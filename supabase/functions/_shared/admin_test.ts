@@ -15,14 +15,17 @@ const ana: Identity = {
   id: "u1",
   email: "ana@x.io",
   emailConfirmed: true,
+  confirmedAfterMail: false,
   appMetadata: { provider: "email", admin_verified_email: "ana@x.io" },
 };
-// Confirmed with no stamp: a sign-up under autoconfirm (first, or a claim
-// of an unconfirmed account), or a confirmation by mail.
+// Confirmed at once with no stamp: a sign-up under autoconfirm (first, or a
+// claim of an unconfirmed account), also after confirmations are turned on.
 const claimed: Identity = {
   ...ana,
   appMetadata: { provider: "email", providers: ["email"] },
 };
+// Confirmed by following the mailed link.
+const mailed: Identity = { ...claimed, confirmedAfterMail: true };
 const unconfirmed: Identity = { ...ana, emailConfirmed: false };
 const row = (rol: string, level: MatchedRow["level"]): MatchedRow => ({
   id: 1,
@@ -113,6 +116,8 @@ Deno.test("isAdmin: ADMIN_EMAILS trusts an account an operator stamped without a
 Deno.test("isAdmin: ADMIN_EMAILS refuses a confirmed, unstamped account while Auth autoconfirms (a first sign-up or a claim)", async () => {
   const admins = policy(["ana@x.io"], true);
   assert.equal(await isAdmin(claimed, null, admins), false);
+  assert.equal(admins.asked, 0); // never mailed: no need to ask
+  assert.equal(await isAdmin(mailed, null, admins), false);
   assert.equal(admins.asked, 1);
   assert.equal(
     await code(() => requireAdmin(claimed, row("usuario", "correo"), admins)),
@@ -130,7 +135,14 @@ Deno.test("isAdmin: ADMIN_EMAILS refuses a stamp that names another address (the
 });
 
 Deno.test("isAdmin: ADMIN_EMAILS accepts an unstamped confirmation where Auth confirms by mail (a mail round trip)", async () => {
-  assert.equal(await isAdmin(claimed, null, policy(["ana@x.io"], false)), true);
+  assert.equal(await isAdmin(mailed, null, policy(["ana@x.io"], false)), true);
+});
+
+Deno.test("isAdmin: ADMIN_EMAILS refuses an account claimed while confirmations were off, after they are turned on", async () => {
+  assert.equal(
+    await isAdmin(claimed, null, policy(["ana@x.io"], false)),
+    false,
+  );
 });
 
 Deno.test("isAdmin: a linked administrator row needs no ADMIN_EMAILS proof and no settings look-up", async () => {

@@ -14,6 +14,7 @@ import {
 import { decodeJwt } from "jose";
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FunctionEnv } from "./env.ts";
+import { confirmedAfterMail } from "./email_proof.ts";
 import { HttpError } from "./errors.ts";
 
 /** The authenticated caller, as Supabase Auth describes it. */
@@ -24,6 +25,8 @@ export interface Identity {
   readonly email: string | null;
   /** Whether Auth has confirmed the email. */
   readonly emailConfirmed: boolean;
+  /** Whether it confirmed it after mailing a confirmation (`email_proof.ts`). */
+  readonly confirmedAfterMail: boolean;
   /**
    * `app_metadata` as Auth reports it: only the service role writes it
    * (`user_metadata`, which the user writes, is not kept).
@@ -161,6 +164,10 @@ export async function authenticate(
     id: user.id,
     email: user.email ? user.email.toLowerCase() : null,
     emailConfirmed: Boolean(user.email_confirmed_at),
+    confirmedAfterMail: confirmedAfterMail(
+      user.email_confirmed_at,
+      user.confirmation_sent_at,
+    ),
     appMetadata: user.app_metadata ?? {},
   };
 }
@@ -293,4 +300,64 @@ function _connectFailure(error: unknown): string | null {
     e = e.cause;
   }
   return null;
+}
+
+/**
+ * How long Auth's answer about autoconfirm is used: its settings change
+ * only when the project is reconfigured, and a minute keeps a sync of many
+ * pages from asking on every call.
+ */
+export const SETTINGS_TTL_MS = 60_000;
+
+/**
+ * Auth's settings as the functions read them, each answer kept
+ * {@linkcode SETTINGS_TTL_MS} by the owner's clock, per Auth URL. `deps.ts`
+ * holds one per handler set.
+ */
+export class AuthSettings {
+  readonly #now: () => number;
+  readonly #cache = new Map<string, { autoconfirm: boolean; until: number }>();
+
+  /** Settings whose answers expire by the clock `now` (ms since the epoch). */
+  constructor(now: () => number) {
+    this.#now = now;
+  }
+
+  /**
+   * Whether Auth confirms sign-ups at once (`mailer_autoconfirm`, from
+   * `GET /auth/v1/settings`). Auth that cannot answer gives 503
+   * `idp_unavailable`: no rights and no link on a guess.
+   *
+   * supabase-js has no call for `/settings`, hence the plain `fetch`.
+   *
+   * @example
+   * ```ts
+   * if (await settings.autoconfirms(env)) console.log("a confirmed email proves little here");
+   * ```
+   */
+  async autoconfirms(env: FunctionEnv): Promise<boolean> {
+    const cached = this.#cache.get(env.supabaseUrl);
+    if (cached && cached.until > this.#now()) return cached.autoconfirm;
+    let settings: { mailer_autoconfirm?: unknown };
+    try {
+      const res = await fetch(`${env.supabaseUrl}/auth/v1/settings`, {
+        headers: { apikey: env.anonKey },
+        signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS),
+      });
+      if (!res.ok) {
+        await res.body?.cancel();
+        throw new Error(`Auth settings answered ${res.status}`);
+      }
+      settings = await res.json();
+    } catch (error) {
+      throw providerUnavailable(error);
+    }
+    // Anything but an explicit false counts as autoconfirm: the safe reading.
+    const autoconfirm = settings.mailer_autoconfirm !== false;
+    this.#cache.set(env.supabaseUrl, {
+      autoconfirm,
+      until: this.#now() + SETTINGS_TTL_MS,
+    });
+    return autoconfirm;
+  }
 }

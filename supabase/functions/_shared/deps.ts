@@ -7,9 +7,13 @@
  * @module
  */
 import type { SupabaseClient } from "@supabase/supabase-js";
-import { AuthClients, authenticate, type Identity } from "./auth.ts";
+import {
+  AuthClients,
+  authenticate,
+  AuthSettings,
+  type Identity,
+} from "./auth.ts";
 import { type DatabaseSettings, Pools, type Sql } from "./db.ts";
-import { AuthSettings } from "./email_proof.ts";
 import type { FunctionEnv } from "./env.ts";
 import { KeySets, type SessionClaims } from "./jwt_local.ts";
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { poolOf } from "./db.ts";
 import { createDeps } from "./deps.ts";
-import { SETTINGS_TTL_MS } from "./email_proof.ts";
+import { SETTINGS_TTL_MS } from "./auth.ts";
 import { type FunctionEnv, readEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 
@@ -112,6 +112,7 @@ Deno.test("createDeps: authenticate judges Auth's banned_until by the injected c
       id: "00000000-0000-4000-8000-000000000001",
       email: "ana@example.com",
       emailConfirmed: true,
+      confirmedAfterMail: false,
       appMetadata: { provider: "email" },
     });
   } finally {

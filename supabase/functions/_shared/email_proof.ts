@@ -1,7 +1,8 @@
 /**
  * What proves that an account owns its email address (docs/security.md
  * "Administrator rights"). The one home of the rule that `ADMIN_EMAILS`
- * (`admin.ts`) and the linking of rows (`auth-sync/ownership.ts`) apply.
+ * (`admin.ts`) and the linking of rows (`auth-sync` `sync` and `update`)
+ * apply.
  *
  * A confirmed email alone is no proof: with `mailer_autoconfirm` on
  * (`enable_confirmations = false`, the default of `supabase start`) Supabase
@@ -12,23 +13,23 @@
  * exactly like an account an administrator created confirmed. What does
  * prove it:
  *
- * - a confirmation on a project that confirms by mail (a real mail round
- *   trip): {@linkcode confirmedByMail};
- * - for an address an operator lists, the operator's own word, written
- *   where only the service role can write: {@linkcode stampedByAdmin}, the
- *   {@linkcode ADMIN_STAMP} in the account's `app_metadata`.
+ * - a confirmation by mail (a real mail round trip): Auth confirmed the
+ *   address after it had mailed a confirmation (sign-up or invite), on a
+ *   project that confirms by mail now: {@linkcode confirmedByMail}. The
+ *   setting alone is not enough: an account a stranger took while
+ *   confirmations were off stays confirmed when they are turned on, but
+ *   Auth never mailed it a confirmation (`user.Confirm` in `signup.go` sets
+ *   `email_confirmed_at` only; `confirmation_sent_at` is written when a
+ *   mail is sent, `mail.go`);
+ * - the operator's own word, written where only the service role can
+ *   write: {@linkcode stampedByAdmin}, the {@linkcode ADMIN_STAMP} in the
+ *   account's `app_metadata`.
+ *
+ * `ADMIN_EMAILS` and the linking of rows by email both ask
+ * {@linkcode ownsAddress}.
  *
  * @module
  */
-import { PROVIDER_TIMEOUT_MS, providerUnavailable } from "./auth.ts";
-import type { FunctionEnv } from "./env.ts";
-
-/**
- * How long Auth's answer about autoconfirm is used: its settings change
- * only when the project is reconfigured, and a minute keeps a sync of many
- * pages from asking on every call.
- */
-export const SETTINGS_TTL_MS = 60_000;
 
 /**
  * The `app_metadata` key in which an operator vouches for an account's
@@ -47,12 +48,17 @@ export const SETTINGS_TTL_MS = 60_000;
  */
 export const ADMIN_STAMP = "admin_verified_email";
 
-/** What {@linkcode ownsListedAddress} reads of an account. */
+/** What {@linkcode ownsAddress} reads of an account. */
 export interface AddressClaim {
   /** The account's email, as Auth reports it now; `null` if it has none. */
   readonly email: string | null;
   /** Whether Auth has confirmed that email. */
   readonly emailConfirmed: boolean;
+  /**
+   * Whether Auth confirmed it after mailing a confirmation
+   * ({@linkcode confirmedAfterMail}).
+   */
+  readonly confirmedAfterMail: boolean;
   /**
    * The account's `app_metadata` as Auth reports it (`getUser`, or the
    * `app_metadata` claim of a token Auth signed): never `user_metadata`.
@@ -61,73 +67,48 @@ export interface AddressClaim {
 }
 
 /**
- * Auth's settings as the functions read them, each answer kept
- * {@linkcode SETTINGS_TTL_MS} by the owner's clock, per Auth URL. `deps.ts`
- * holds one per handler set.
- */
-export class AuthSettings {
-  readonly #now: () => number;
-  readonly #cache = new Map<string, { autoconfirm: boolean; until: number }>();
-
-  /** Settings whose answers expire by the clock `now` (ms since the epoch). */
-  constructor(now: () => number) {
-    this.#now = now;
-  }
-
-  /**
-   * Whether Auth confirms sign-ups at once (`mailer_autoconfirm`, from
-   * `GET /auth/v1/settings`). Auth that cannot answer gives 503
-   * `idp_unavailable`: no rights and no link on a guess.
-   *
-   * supabase-js has no call for `/settings`, hence the plain `fetch`.
-   *
-   * @example
-   * ```ts
-   * if (await settings.autoconfirms(env)) console.log("a confirmed email proves little here");
-   * ```
-   */
-  async autoconfirms(env: FunctionEnv): Promise<boolean> {
-    const cached = this.#cache.get(env.supabaseUrl);
-    if (cached && cached.until > this.#now()) return cached.autoconfirm;
-    let settings: { mailer_autoconfirm?: unknown };
-    try {
-      const res = await fetch(`${env.supabaseUrl}/auth/v1/settings`, {
-        headers: { apikey: env.anonKey },
-        signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS),
-      });
-      if (!res.ok) {
-        await res.body?.cancel();
-        throw new Error(`Auth settings answered ${res.status}`);
-      }
-      settings = await res.json();
-    } catch (error) {
-      throw providerUnavailable(error);
-    }
-    // Anything but an explicit false counts as autoconfirm: the safe reading.
-    const autoconfirm = settings.mailer_autoconfirm !== false;
-    this.#cache.set(env.supabaseUrl, {
-      autoconfirm,
-      until: this.#now() + SETTINGS_TTL_MS,
-    });
-    return autoconfirm;
-  }
-}
-
-/**
- * Whether a confirmed email was confirmed by a mail round trip: Auth
- * confirms by mail on this project (`autoconfirm` false).
+ * Whether Auth confirmed an address after it had mailed a confirmation to
+ * it, from the account's `email_confirmed_at` and `confirmation_sent_at`
+ * (times or `null`, as `auth.users` and Auth's user object hold them).
+ * Auth writes `confirmation_sent_at` only when it sends a sign-up
+ * confirmation or an invite (or an operator generates such a link), and
+ * never when it confirms at once: a sign-up under autoconfirm, an account
+ * an administrator created confirmed, or an unconfirmed account handed to
+ * whoever signed up first with its address.
  *
  * @example
  * ```ts
- * confirmedByMail(true, false); // true
- * confirmedByMail(true, true); // false: any sign-up is confirmed at once
+ * confirmedAfterMail("2026-11-24T10:05:00Z", "2026-11-24T10:00:00Z"); // true
+ * confirmedAfterMail("2026-11-24T10:00:00Z", null); // false: never mailed
+ * ```
+ */
+export function confirmedAfterMail(
+  emailConfirmedAt: string | Date | null | undefined,
+  confirmationSentAt: string | Date | null | undefined,
+): boolean {
+  if (!emailConfirmedAt || !confirmationSentAt) return false;
+  return new Date(emailConfirmedAt) > new Date(confirmationSentAt);
+}
+
+/**
+ * Whether an account's address was confirmed by a mail round trip: Auth
+ * confirmed it after mailing a confirmation, and confirms by mail on this
+ * project now (`autoconfirm` false). Under autoconfirm, even a mailed link
+ * is no proof: the same account may have been handed to a stranger's
+ * sign-up since.
+ *
+ * @example
+ * ```ts
+ * confirmedByMail({ confirmedAfterMail: true }, false); // true
+ * confirmedByMail({ confirmedAfterMail: false }, false); // false: confirmed at once
+ * confirmedByMail({ confirmedAfterMail: true }, true); // false
  * ```
  */
 export function confirmedByMail(
-  emailConfirmed: boolean,
+  account: Pick<AddressClaim, "confirmedAfterMail">,
   autoconfirm: boolean,
 ): boolean {
-  return emailConfirmed && !autoconfirm;
+  return account.confirmedAfterMail && !autoconfirm;
 }
 
 /**
@@ -155,26 +136,27 @@ export function stampedByAdmin(
 
 /**
  * Whether an account has proven that it owns the address it has, as a
- * listed (`ADMIN_EMAILS`) address must: its email is confirmed, and either
- * an operator stamped that address ({@linkcode stampedByAdmin}, in every
- * configuration), or Auth confirms by mail ({@linkcode confirmedByMail}).
- * Under autoconfirm, or when the setting is unknown (read as autoconfirm),
- * a confirmation alone proves nothing. `autoconfirm` is asked only when the
- * stamp does not decide.
+ * listed (`ADMIN_EMAILS`) address, or a `usuarios` row's email it is to be
+ * linked by, requires: its email is confirmed, and either an operator
+ * stamped that address ({@linkcode stampedByAdmin}, in every
+ * configuration), or it was confirmed by mail ({@linkcode confirmedByMail}).
+ * A confirmation alone proves nothing. `autoconfirm` is asked only when the
+ * stamp does not decide and the account was mailed.
  *
  * @example
  * ```ts
- * await ownsListedAddress(
- *   { email: "boss@x.io", emailConfirmed: true, appMetadata: { admin_verified_email: "boss@x.io" } },
+ * await ownsAddress(
+ *   { email: "boss@x.io", emailConfirmed: true, confirmedAfterMail: false, appMetadata: { admin_verified_email: "boss@x.io" } },
  *   () => settings.autoconfirms(env),
  * ); // true, without asking Auth's settings
  * ```
  */
-export async function ownsListedAddress(
+export async function ownsAddress(
   account: AddressClaim,
   autoconfirm: () => Promise<boolean>,
 ): Promise<boolean> {
   if (account.email === null || !account.emailConfirmed) return false;
   if (stampedByAdmin(account.email, account.appMetadata)) return true;
-  return confirmedByMail(account.emailConfirmed, await autoconfirm());
+  if (!account.confirmedAfterMail) return false;
+  return confirmedByMail(account, await autoconfirm());
 }

@@ -2,22 +2,29 @@ import assert from "node:assert/strict";
 import {
   type AddressClaim,
   ADMIN_STAMP,
+  confirmedAfterMail,
   confirmedByMail,
-  ownsListedAddress,
+  ownsAddress,
   stampedByAdmin,
 } from "./email_proof.ts";
 
+// Created confirmed by an operator, who stamped it: never mailed.
 const stamped: AddressClaim = {
   email: "boss@x.io",
   emailConfirmed: true,
+  confirmedAfterMail: false,
   appMetadata: { provider: "email", [ADMIN_STAMP]: "boss@x.io" },
 };
-// A stranger's sign-up under autoconfirm: confirmed at once, never stamped.
+// A stranger's sign-up under autoconfirm: confirmed at once, never mailed,
+// never stamped; it stays so when confirmations are turned on.
 const signedUp: AddressClaim = {
   email: "boss@x.io",
   emailConfirmed: true,
+  confirmedAfterMail: false,
   appMetadata: { provider: "email", providers: ["email"] },
 };
+// Signed up where Auth confirms by mail, and followed the mailed link.
+const mailed: AddressClaim = { ...signedUp, confirmedAfterMail: true };
 
 /** A settings look-up that counts how often it is asked. */
 function settings(autoconfirm: boolean) {
@@ -31,10 +38,27 @@ function settings(autoconfirm: boolean) {
   return s;
 }
 
-Deno.test("confirmedByMail: a confirmation proves the mailbox only where Auth confirms by mail", () => {
-  assert.equal(confirmedByMail(true, false), true);
-  assert.equal(confirmedByMail(true, true), false);
-  assert.equal(confirmedByMail(false, false), false);
+Deno.test("confirmedAfterMail: only a confirmation later than the confirmation mail counts", () => {
+  const sent = "2026-11-24T10:00:00.000Z";
+  assert.equal(confirmedAfterMail("2026-11-24T10:05:00.000Z", sent), true);
+  // auth.users as postgres.js reads it: Date objects.
+  assert.equal(
+    confirmedAfterMail(new Date("2026-11-24T10:00:01Z"), new Date(sent)),
+    true,
+  );
+  // Confirmed at once (autoconfirm, an operator's email_confirm, a claimed
+  // account): no mail before it, or the mail came after.
+  assert.equal(confirmedAfterMail("2026-11-24T10:05:00.000Z", null), false);
+  assert.equal(confirmedAfterMail(undefined, undefined), false);
+  assert.equal(confirmedAfterMail("2026-11-24T09:00:00.000Z", sent), false);
+  assert.equal(confirmedAfterMail(sent, sent), false);
+  assert.equal(confirmedAfterMail(null, sent), false);
+});
+
+Deno.test("confirmedByMail: a mailed confirmation proves the mailbox only where Auth confirms by mail now", () => {
+  assert.equal(confirmedByMail(mailed, false), true);
+  assert.equal(confirmedByMail(mailed, true), false);
+  assert.equal(confirmedByMail(signedUp, false), false);
 });
 
 Deno.test("stampedByAdmin: the stamp must name the account's current email, trimmed and case-insensitive", () => {
@@ -64,58 +88,62 @@ Deno.test("stampedByAdmin: no stamp, a stamp that is not a string, an empty one 
   assert.equal(stampedByAdmin(null, { [ADMIN_STAMP]: "boss@x.io" }), false);
 });
 
-Deno.test("ownsListedAddress: under autoconfirm a confirmed sign-up without the stamp proves nothing", async () => {
+Deno.test("ownsAddress: under autoconfirm a confirmed sign-up without the stamp proves nothing, even one mailed before", async () => {
   const s = settings(true);
-  assert.equal(await ownsListedAddress(signedUp, s.autoconfirm), false);
+  assert.equal(await ownsAddress(signedUp, s.autoconfirm), false);
+  assert.equal(await ownsAddress(mailed, s.autoconfirm), false);
   assert.equal(s.asked, 1);
 });
 
-Deno.test("ownsListedAddress: a stamped, confirmed account proves its address in every configuration without asking Auth's settings", async () => {
+Deno.test("ownsAddress: a stamped, confirmed account proves its address in every configuration without asking Auth's settings", async () => {
   for (const autoconfirm of [true, false]) {
     const s = settings(autoconfirm);
-    assert.equal(await ownsListedAddress(stamped, s.autoconfirm), true);
+    assert.equal(await ownsAddress(stamped, s.autoconfirm), true);
     assert.equal(s.asked, 0);
   }
 });
 
-Deno.test("ownsListedAddress: where Auth confirms by mail a confirmed account proves its address", async () => {
-  assert.equal(
-    await ownsListedAddress(signedUp, settings(false).autoconfirm),
-    true,
-  );
+Deno.test("ownsAddress: where Auth confirms by mail, an account confirmed after its confirmation mail proves its address", async () => {
+  assert.equal(await ownsAddress(mailed, settings(false).autoconfirm), true);
 });
 
-Deno.test("ownsListedAddress: an unconfirmed or email-less account proves nothing, stamp or not, and Auth's settings are not asked", async () => {
+Deno.test("ownsAddress: an account confirmed while Auth confirmed at once proves nothing after confirmations are turned on, and Auth's settings are not asked", async () => {
+  const s = settings(false);
+  assert.equal(await ownsAddress(signedUp, s.autoconfirm), false);
+  assert.equal(s.asked, 0);
+});
+
+Deno.test("ownsAddress: an unconfirmed or email-less account proves nothing, stamp or not, and Auth's settings are not asked", async () => {
   const s = settings(false);
   assert.equal(
-    await ownsListedAddress(
+    await ownsAddress(
       { ...stamped, emailConfirmed: false },
       s.autoconfirm,
     ),
     false,
   );
   assert.equal(
-    await ownsListedAddress({ ...stamped, email: null }, s.autoconfirm),
+    await ownsAddress({ ...stamped, email: null }, s.autoconfirm),
     false,
   );
   assert.equal(s.asked, 0);
 });
 
-Deno.test("ownsListedAddress: a stamp for another address does not stand in for a confirmation by mail", async () => {
-  const moved = { ...stamped, email: "moved@x.io" };
+Deno.test("ownsAddress: a stamp for another address does not stand in for a confirmation by mail", async () => {
+  const moved = { ...stamped, email: "moved@x.io", confirmedAfterMail: true };
   assert.equal(
-    await ownsListedAddress(moved, settings(true).autoconfirm),
+    await ownsAddress(moved, settings(true).autoconfirm),
     false,
   );
   assert.equal(
-    await ownsListedAddress(moved, settings(false).autoconfirm),
+    await ownsAddress(moved, settings(false).autoconfirm),
     true,
   );
 });
 
-Deno.test("ownsListedAddress: a failed settings look-up is passed on, never read as an answer", async () => {
+Deno.test("ownsAddress: a failed settings look-up is passed on, never read as an answer", async () => {
   await assert.rejects(
-    ownsListedAddress(signedUp, () => Promise.reject(new Error("down"))),
+    ownsAddress(mailed, () => Promise.reject(new Error("down"))),
     /down/,
   );
 });

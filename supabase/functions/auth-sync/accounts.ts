@@ -14,15 +14,20 @@
  * @module
  */
 import type postgres from "postgres";
+import {
+  type AddressClaim,
+  confirmedAfterMail,
+} from "../_shared/email_proof.ts";
 
-/** A Supabase Auth account, as far as auth-sync needs it. */
-export interface Account {
+/**
+ * A Supabase Auth account, as far as auth-sync needs it: what proves it owns
+ * its address included (`_shared/email_proof.ts`).
+ */
+export interface Account extends AddressClaim {
   /** `auth.users.id`. */
   readonly id: string;
   /** Lower-cased email, or `null` (phone-only accounts). */
   readonly email: string | null;
-  /** Whether the email is confirmed. */
-  readonly emailConfirmed: boolean;
 }
 
 /** Accounts found by {@linkcode findAccounts}. */
@@ -61,17 +66,23 @@ export async function findAccounts(
       by: "id" | "email";
       id: string;
       email: string | null;
-      confirmed: boolean;
+      confirmed_at: Date | null;
+      mailed_at: Date | null;
+      app_metadata: Record<string, unknown> | null;
     }[]
   >`
     select 'id' as by, a.id::text, lower(a.email) as email,
-           a.email_confirmed_at is not null as confirmed,
+           a.email_confirmed_at as confirmed_at,
+           a.confirmation_sent_at as mailed_at,
+           a.raw_app_meta_data as app_metadata,
            false as is_sso_user, a.created_at
     from auth.users a
     where a.id = any(${ids}::uuid[]) and a.deleted_at is null
     union all
     select 'email' as by, a.id::text, lower(a.email) as email,
-           a.email_confirmed_at is not null as confirmed,
+           a.email_confirmed_at as confirmed_at,
+           a.confirmation_sent_at as mailed_at,
+           a.raw_app_meta_data as app_metadata,
            a.is_sso_user, a.created_at
     from auth.users a
     where a.instance_id = ${_INSTANCE_ID}::uuid
@@ -83,7 +94,9 @@ export async function findAccounts(
     const account: Account = {
       id: row.id,
       email: row.email,
-      emailConfirmed: row.confirmed,
+      emailConfirmed: row.confirmed_at !== null,
+      confirmedAfterMail: confirmedAfterMail(row.confirmed_at, row.mailed_at),
+      appMetadata: row.app_metadata ?? {},
     };
     if (row.by === "id") byId.set(account.id, account);
     else if (row.email !== null && !byEmail.has(row.email)) {

@@ -8,8 +8,8 @@
  *   account of its `correo` is another one: `conflict`;
  * - no `correo`: `no_email`;
  * - no account has the `correo`: `no_identity`;
- * - that account is not proven to own the address (unconfirmed, or Auth
- *   confirms sign-ups at once, {@linkcode ownsEmail}): `unverified`, and
+ * - that account is not proven to own the address (neither confirmed by
+ *   mail nor stamped by an operator, {@linkcode ownsAddress}): `unverified`, and
  *   nothing is linked: whoever signed up first with a row's address would
  *   otherwise be handed the row;
  * - that account is linked to another row: `conflict`;
@@ -27,14 +27,9 @@
 import postgres from "postgres";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
+import { ownsAddress } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
-import {
-  type Account,
-  findAccounts,
-  linkedRows,
-  normalizeEmail,
-} from "./accounts.ts";
-import { ownsEmail } from "./ownership.ts";
+import { findAccounts, linkedRows, normalizeEmail } from "./accounts.ts";
 import type { CallDeps } from "./provider.ts";
 import { type Actor, auditFailure } from "./audit.ts";
 import type { SyncRequest } from "./schema.ts";
@@ -128,10 +123,6 @@ async function _sync(
   const owners = columns.authUserId
     ? await linkedRows(sql, [...byEmail.values()].map((a) => a.id))
     : new Map<string, number>();
-  // Asked only when some row needs it.
-  let autoconfirm: boolean | undefined;
-  const proven = async (account: Account) =>
-    ownsEmail(account, autoconfirm ??= await call.autoconfirm());
   const results: SyncRowResult[] = [];
   for (const row of rows) {
     const linked = row.auth_user_id ? byId.get(row.auth_user_id) : undefined;
@@ -145,7 +136,7 @@ async function _sync(
       result = { id: row.id, status: "no_email", auth_user_id: null };
     } else if (!mine) {
       result = { id: row.id, status: "no_identity", auth_user_id: null };
-    } else if (!(await proven(mine))) {
+    } else if (!(await ownsAddress(mine, call.autoconfirm))) {
       result = { id: row.id, status: "unverified", auth_user_id: null };
     } else if (!columns.authUserId) {
       result = { id: row.id, status: "in_sync", auth_user_id: mine.id };

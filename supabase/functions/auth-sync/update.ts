@@ -39,6 +39,7 @@ import postgres from "postgres";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
+import { ownsAddress } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent, redact } from "../_shared/log.ts";
 import {
@@ -48,7 +49,6 @@ import {
   linkedRows,
   normalizeEmail,
 } from "./accounts.ts";
-import { ownsEmail } from "./ownership.ts";
 import {
   type Actor,
   AuditedError,
@@ -343,7 +343,7 @@ async function _refuseTaken(
 
 // The row's account, and whether it still has to be linked to it. An
 // account found by the row's correo counts only when it is proven to own
-// that address (ownership.ts); otherwise changing it would hand the row's
+// that address (`_shared/email_proof.ts`); otherwise changing it would hand the row's
 // new password to whoever signed up first with the address: 409.
 async function _rowAccount(
   sql: Sql,
@@ -368,7 +368,7 @@ async function _rowAccount(
       return { account: null, link: false };
     }
   }
-  if (!ownsEmail(byCorreo, await call.autoconfirm())) {
+  if (!(await ownsAddress(byCorreo, call.autoconfirm))) {
     if (input.email === undefined && input.password === undefined) {
       return { account: null, link: false };
     }

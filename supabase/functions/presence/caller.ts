@@ -136,6 +136,8 @@ async function _statement(
       id: claims.sub,
       email: r.email,
       emailConfirmed: r.email_confirmed === true,
+      // Not read here either: proof of an address is judged on Auth's answer.
+      confirmedAfterMail: false,
       // Not read here: an ADMIN_EMAILS address (the only reader whose
       // app_metadata matters) is sent to Auth above.
       appMetadata: {},

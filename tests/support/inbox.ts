@@ -1,0 +1,42 @@
+/**
+ * The local stack's mail catcher (`/inbox/`), read as a person reads a
+ * mailbox: the messages sent to an address, and a mailed link followed.
+ *
+ * @module
+ */
+
+/** A message in the inbox, as `GET /inbox/api/messages` lists it. */
+export interface Message {
+  id: string;
+  to: string;
+  subject: string;
+  type: string;
+  link: string;
+  otp: string;
+}
+
+/** The messages the stack at `apiUrl` has sent to `to`, newest first. */
+export async function mails(apiUrl: string, to: string): Promise<Message[]> {
+  const res = await fetch(
+    `${apiUrl}/inbox/api/messages?to=${encodeURIComponent(to)}`,
+  );
+  if (res.status !== 200) {
+    await res.body?.cancel();
+    throw new Error(`inbox answered ${res.status}`);
+  }
+  return (await res.json()).messages;
+}
+
+/**
+ * Follows a mailed Auth link as a browser does, up to its redirect, and
+ * returns the parameters Auth put in the redirect's fragment (the session
+ * of a confirmed sign-up, `type`, or an error).
+ */
+export async function follow(link: string): Promise<URLSearchParams> {
+  const res = await fetch(link, { redirect: "manual" });
+  await res.body?.cancel();
+  if (res.status !== 303) throw new Error(`${link} answered ${res.status}`);
+  return new URLSearchParams(
+    new URL(res.headers.get("location")!).hash.slice(1),
+  );
+}
