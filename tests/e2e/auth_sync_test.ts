@@ -1692,9 +1692,10 @@ e2eTest(
 );
 
 e2eTest(
-  "auth-sync: a worker killed between the Auth call and the row write leaves an open intent that reconcile settles",
+  "auth-sync: a worker killed between the Auth call and the row write leaves an open intent that reconcile settles, keeping what the app wrote to the row since",
   async () => {
     const u = await linkedUser("killed");
+    const appName = `app-${u.rowId}`;
     const newEmail = uniqueEmail("after-kill");
     const port = (() => {
       const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -1740,7 +1741,11 @@ e2eTest(
           await new Promise((r) => setTimeout(r, 100));
         }
       }
-      await updateVia(workerUrl, { id: u.rowId, email: newEmail }).then(
+      await updateVia(workerUrl, {
+        id: u.rowId,
+        email: newEmail,
+        nombre_usuario: `dead-${u.rowId}`,
+      }).then(
         () => assert.fail("the killed worker answered"),
         () => {},
       );
@@ -1756,6 +1761,10 @@ e2eTest(
       { outcome: null, settled: false, fields: ["email"] },
     ]);
 
+    // The app renames the row meanwhile, with its own SQL.
+    await stack.sql`
+      update public.usuarios set nombre_usuario = ${appName}
+      where id = ${u.rowId}`;
     // The dead worker's lease lapses (LEASE_TTL_S) before anyone settles.
     await stack.sql`
       update public.auth_sync_leases set expires_at = now() - interval '1 second'
@@ -1790,6 +1799,9 @@ e2eTest(
       ["applied"],
     );
     assert.deepEqual(real.body.mismatches, []);
+    // The row follows Auth's email; the app's newer name is not overwritten
+    // by the dead call's, and the audit names only what was written.
+    assert.equal((await row(u.rowId!)).nombre_usuario, appName);
     await assertConverged(u, newEmail, [["ok", "settled_applied", ["email"]]]);
     assert.deepEqual(await actorOf(u.rowId!), [{
       actor_kind: "user",

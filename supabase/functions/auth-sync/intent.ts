@@ -54,8 +54,16 @@ export interface Intent {
   readonly oldEmail: string | null;
   readonly newEmail: string | null;
   readonly rowSet: RowSet;
+  /**
+   * The row's values of `rowSet`'s columns before the call (`null` for an
+   * empty column); `null` on an intent written before they were recorded.
+   */
+  readonly rowBefore: RowBefore | null;
   readonly actor: Actor;
 }
+
+/** A row's values of some {@linkcode RowSet} columns. */
+export type RowBefore = { [K in keyof RowSet]?: string | null };
 
 /**
  * Writes `intent` in a statement of its own, committed before Auth is
@@ -74,14 +82,14 @@ export async function recordIntent(
   await sql`
     insert into public.auth_sync_intents
       (id, target_id, holder, kind, account_id, created_by, fields,
-       old_email, new_email, row_set, actor_kind, actor_auth_user_id,
-       actor_email)
+       old_email, new_email, row_set, row_before, actor_kind,
+       actor_auth_user_id, actor_email)
     values (${intent.id}::uuid, ${intent.targetId}, ${lease.holder}::uuid,
             ${intent.kind}, ${intent.accountId}::uuid, ${intent.createdBy},
             ${[...intent.fields]}::text[], ${intent.oldEmail},
             ${intent.newEmail}, ${
     sql.json(intent.rowSet as postgres.JSONValue)
-  },
+  }, ${intent.rowBefore && sql.json(intent.rowBefore as postgres.JSONValue)},
             ${intent.actor.kind}, ${intent.actor.id}::uuid,
             ${intent.actor.email})
   `;
@@ -171,8 +179,8 @@ export async function settleOrphans(
 ): Promise<Settled[]> {
   const open = await sql<_IntentRow[]>`
     select id::text, target_id, kind, account_id::text, created_by, fields,
-           old_email, new_email, row_set, actor_kind, actor_auth_user_id::text,
-           actor_email
+           old_email, new_email, row_set, row_before, actor_kind,
+           actor_auth_user_id::text, actor_email
     from public.auth_sync_intents
     where target_id = ${lease.targetId} and settled_at is null
       and holder <> ${lease.holder}::uuid
@@ -203,6 +211,7 @@ interface _IntentRow {
   old_email: string | null;
   new_email: string | null;
   row_set: RowSet;
+  row_before: RowBefore | null;
   actor_kind: Actor["kind"];
   actor_auth_user_id: string | null;
   actor_email: string | null;
@@ -219,6 +228,7 @@ function _intent(row: _IntentRow): Intent {
     oldEmail: row.old_email,
     newEmail: row.new_email,
     rowSet: row.row_set,
+    rowBefore: row.row_before,
     actor: {
       kind: row.actor_kind,
       id: row.actor_auth_user_id,
@@ -291,18 +301,23 @@ async function _record(
   fields: Field[],
 ): Promise<void> {
   await sql.begin(async (tx) => {
-    if (rowSet && Object.keys(rowSet).length > 0) {
+    const write = rowSet && await _unchangedSince(tx, intent, rowSet);
+    if (write && Object.keys(write).length > 0) {
       await tx`
-        update public.usuarios u set ${tx(rowSet as Record<string, string>)}
+        update public.usuarios u set ${tx(write as Record<string, string>)}
         where u.id = ${intent.targetId}
       `;
     }
+    // The audit names the row's columns this settling wrote, not those kept.
+    const audited = write
+      ? fields.filter((f) => !(f in rowSet!) || f in write)
+      : fields;
     if (!(await settleIntent(tx, intent.id, outcome, lease))) return;
     await writeAudit(tx, {
       actor: intent.actor,
       action: "update",
       targetId: intent.targetId,
-      fields,
+      fields: audited,
       outcome: outcome === "applied"
         ? "ok"
         : outcome === "unknown" || outcome === "left_changed"
@@ -311,4 +326,40 @@ async function _record(
       detail: `settled_${outcome}`,
     });
   });
+}
+
+// The part of `rowSet` whose columns still hold what they held before the
+// dead call (`intent.rowBefore`; a created account's link only on a row
+// still unlinked), read under the row's lock: a column someone wrote since
+// keeps the newer value, and the skipped columns are logged. An intent
+// from before `row_before` was recorded is written whole, as then.
+async function _unchangedSince(
+  tx: postgres.TransactionSql,
+  intent: Intent,
+  rowSet: RowSet,
+): Promise<RowSet> {
+  if (!intent.rowBefore) return rowSet;
+  const columns = Object.keys(rowSet) as (keyof RowSet)[];
+  const [now] = await tx<Record<string, string | null>[]>`
+    select ${tx(columns.map((c) => `${c}`))}
+    from public.usuarios where id = ${intent.targetId} for update
+  `;
+  if (!now) return {};
+  const write: RowSet = {};
+  const kept: string[] = [];
+  for (const column of columns) {
+    const before = intent.rowBefore[column] ?? null;
+    const current = now[column] === null ? null : String(now[column]);
+    if (current === before) write[column] = rowSet[column];
+    else kept.push(column);
+  }
+  if (kept.length > 0) {
+    logEvent("warn", "Columns written since the intent kept", {
+      fn: "auth-sync",
+      intent_id: intent.id,
+      target_id: intent.targetId,
+      columns: kept.join(","),
+    });
+  }
+  return write;
 }

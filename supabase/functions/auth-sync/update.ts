@@ -455,6 +455,9 @@ async function _announce(
     oldEmail: plan.kind === "update" ? plan.account.email : null,
     newEmail: plan.email,
     rowSet,
+    rowBefore: Object.fromEntries(
+      Object.keys(rowSet).map((k) => [k, row[k as keyof RowSet] ?? null]),
+    ),
     actor,
   });
   return id;
