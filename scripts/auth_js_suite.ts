@@ -167,7 +167,7 @@ export function flowOfTitles(test: SuiteTest): string | null {
       /\bmfa\b|factor|webauthn|totp|\baal\b|authenticator assurance/i,
       "MFA and WebAuthn",
     ],
-    [/\bsso\b|saml/i, "SSO/SAML"],
+    [/sso\b|saml/i, "SSO/SAML"],
     [
       /oauth ?(2\.1 )?(server|client|admin)|admin\.oauth/i,
       "OAuth server admin",
