@@ -75,6 +75,11 @@ export interface StackOptions {
    */
   emailConfirmations?: boolean;
   /**
+   * `[auth]` settings applied over the project's config.toml (default:
+   * none). The auth-js suite's runner passes its own config.toml's here.
+   */
+  authConfig?: Partial<AuthConfig>;
+  /**
    * Write the local fixture (rows of `supabase/seed.sql`, seeded
    * identities). Default: only into a database the stack created, never
    * into an existing `public.usuarios` ({@linkcode fixtureBelongs}); `true`
@@ -154,7 +159,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   try {
     // A config.toml the stand-in cannot honour is refused before anything
     // starts.
-    const config = authConfig();
+    const config = { ...authConfig(), ...options.authConfig };
     // Checked first, so a taken port fails before anything touches a
     // database; bound for real below.
     const apiPort = _freeOrFail(host, options.apiPort ?? 54321, "--port");

@@ -155,7 +155,8 @@ const STAGES: Record<string, () => Promise<void>> = {
       "scripts",
       "client",
     ]),
-  unit: () => suite("unit", ["supabase/functions", "client", "bench"]),
+  unit: () =>
+    suite("unit", ["supabase/functions", "client", "bench", "scripts"]),
   pglite: () => suite("pglite", DB_PATHS, { TEST_DATABASE_URL: "" }),
   // TEST_DATABASE_URL, or a throw-away cluster of the run's own: the suite
   // never starts, stops or alters a cluster it did not create.
