@@ -120,13 +120,15 @@ export class KeySets {
       // can have been checked against (jose may fetch a newer one during
       // the call, on an unknown kid): the cache entry is dated by it.
       const fetchedBefore = keys.fetchedAt;
-      // Auth issues access tokens with `iss` = its own URL and `aud` =
-      // "authenticated"; a token signed by the same keys for another
-      // issuer or audience is left to Auth.
+      // Auth issues access tokens with `iss` = its own URL, `aud` =
+      // "authenticated" and an `exp`; a token signed by the same keys for
+      // another issuer or audience, or without an expiry (good for ever),
+      // is left to Auth.
       const { payload } = await jwtVerify(token, keys.verify, {
         algorithms: _ALGORITHMS,
         issuer: env.tokenIssuer,
         audience: ACCESS_TOKEN_AUDIENCE,
+        requiredClaims: ["exp"],
         currentDate: new Date(this.#now()),
       });
       const sub = payload.sub;
@@ -136,11 +138,8 @@ export class KeySets {
         typeof sessionId !== "string" || !_UUID.test(sessionId)
       ) return null;
       const claims = { sub, sessionId };
-      // Without `exp` a token would be good for ever: verified every time.
-      if (typeof payload.exp === "number") {
-        const now = this.#now();
-        cache.set(token, claims, payload.exp, now, fetchedBefore ?? now);
-      }
+      const now = this.#now();
+      cache.set(token, claims, payload.exp!, now, fetchedBefore ?? now);
       return claims;
     } catch (error) {
       if (error instanceof errors.JWKSTimeout || error instanceof TypeError) {

@@ -29,14 +29,14 @@ async function jwksServer() {
       SUPABASE_DB_URL: "postgresql://unused",
     })[name]
   );
-  const token = (jti: string, exp: number) =>
-    new SignJWT({ session_id: SESSION, jti })
+  const token = (jti: string, exp: number | null) => {
+    const jwt = new SignJWT({ session_id: SESSION, jti })
       .setProtectedHeader({ alg: "ES256", kid: "k1" })
       .setSubject(SUB)
       .setIssuer(env.tokenIssuer)
-      .setAudience("authenticated")
-      .setExpirationTime(exp)
-      .sign(privateKey);
+      .setAudience("authenticated");
+    return (exp === null ? jwt : jwt.setExpirationTime(exp)).sign(privateKey);
+  };
   return { env, state, token, close: () => server.shutdown() };
 }
 
@@ -81,6 +81,22 @@ Deno.test("KeySets.verify: a token past its exp by the injected clock is left to
     assert.notEqual(await keys.verify(token, jwks.env), null);
     offset = 120_000;
     assert.equal(await keys.verify(token, jwks.env), null);
+  } finally {
+    await jwks.close();
+  }
+});
+
+Deno.test("KeySets.verify: a token without exp, though signed by a published key, is left to Auth", async () => {
+  const jwks = await jwksServer();
+  try {
+    const keys = new KeySets(() => Date.now());
+    const forever = await jwks.token("forever", null);
+    assert.equal(await keys.verify(forever, jwks.env), null);
+    const expiring = await jwks.token(
+      "expiring",
+      Math.floor(Date.now() / 1000) + 600,
+    );
+    assert.notEqual(await keys.verify(expiring, jwks.env), null);
   } finally {
     await jwks.close();
   }
