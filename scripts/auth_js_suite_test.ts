@@ -89,21 +89,16 @@ Deno.test("flowOf: titles first, then the stack's answers, else served", () => {
     status: "failed",
     errors,
   });
-  assert.deepEqual(
-    flowOf(test("signInWithSSO with minimal params")),
-    "SSO/SAML",
-  );
-  // A late answer to the previous test does not override the titles.
-  assert.deepEqual(
-    flowOf(
+  const cases: [ReturnType<typeof test>, string][] = [
+    [test("signInWithSSO with minimal params"), "SSO/SAML"],
+    // A late answer to the previous test does not override the titles.
+    [
       test("reauthenticate() fails without session", [
         { route: "POST /token?grant_type=id_token", status: 400, code: "x" },
       ]),
-    ),
-    "reauthentication",
-  );
-  assert.deepEqual(
-    flowOf(
+      "reauthentication",
+    ],
+    [
       test("should work with lazy initialization", [
         {
           route: "POST /signup",
@@ -111,21 +106,15 @@ Deno.test("flowOf: titles first, then the stack's answers, else served", () => {
           code: "No API key found in request",
         },
       ]),
-    ),
-    "no apikey sent",
-  );
-  assert.deepEqual(
-    flowOf(
-      test("signUp() with email and PKCE flowType", []),
-    ),
-    "PKCE",
-  );
-  assert.deepEqual(
-    flowOf(
+      "no apikey sent",
+    ],
+    [test("signUp() with email and PKCE flowType"), "PKCE"],
+    [
       test("signUp() with email", [
         { route: "POST /signup", status: 422, code: "weak_password" },
       ]),
-    ),
-    "served flows",
-  );
+      "served flows",
+    ],
+  ];
+  for (const [t, flow] of cases) assert.deepEqual(flowOf(t), flow, t.title);
 });
