@@ -22,6 +22,7 @@ import {
   type TestDatabase,
 } from "../../local/testing/database.ts";
 import { e2eTest } from "../support/e2e.ts";
+import { signUpByMail } from "../support/inbox.ts";
 import { invoke } from "../support/invoke.ts";
 import { logLines, warnings } from "../support/logs.ts";
 import { LEGACY_USUARIOS } from "../support/legacy.ts";
@@ -204,23 +205,18 @@ function client(stack: Stack): SupabaseClient {
   });
 }
 
-/** Creates a confirmed identity and returns a client signed in as it. */
+/**
+ * Signs an identity up and confirms it through the mailed link (the stack
+ * confirms by mail, so the account proves its address), and returns a
+ * client signed in as it.
+ */
 async function signedIn(
   stack: Stack,
   email: string,
 ): Promise<Identity> {
-  const admin = createClient(stack.apiUrl, stack.serviceRoleKey, {
-    auth: { persistSession: false, autoRefreshToken: false },
-  });
   const password = `pw-${crypto.randomUUID()}`;
-  const created = await admin.auth.admin.createUser({
-    email,
-    password,
-    email_confirm: true,
-  });
-  if (created.error) throw created.error;
   return {
-    id: created.data.user.id,
+    id: await signUpByMail(client(stack), stack.apiUrl, email, password),
     client: await signIn(stack, email, password),
     email,
     password,
@@ -261,8 +257,9 @@ async function start(
     // The skip-write setting on: its reading of the stored state and time
     // must cope with legacy values (null, a naive timestamp) too.
     functionEnv: { ADMIN_EMAILS: ADMIN, PRESENCE_MIN_WRITE_INTERVAL_S: "60" },
-    // Confirmations on, as README's Security notes ask of production: a
-    // confirmed account then proves its address, and sync may link it.
+    // Confirmations on, as README's Security notes ask of production: an
+    // account confirmed through its mailed link then proves its address,
+    // and sync may link it.
     emailConfirmations: true,
     seed: options.seed,
     log: (line) => log += `${line}\n`,

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { SupabaseClient } from "@supabase/supabase-js";
 
 /** A message in the inbox, as `GET /inbox/api/messages` lists it. */
 export interface Message {
@@ -39,4 +40,25 @@ export async function follow(link: string): Promise<URLSearchParams> {
   return new URLSearchParams(
     new URL(res.headers.get("location")!).hash.slice(1),
   );
+}
+
+/**
+ * Signs `email` up with `client` on a stack that confirms by mail, and
+ * follows the confirmation link from the inbox, as a person does: the
+ * account then proves its address (`_shared/email_proof.ts`). Resolves to
+ * the account's id.
+ */
+export async function signUpByMail(
+  client: SupabaseClient,
+  apiUrl: string,
+  email: string,
+  password: string,
+): Promise<string> {
+  const { data, error } = await client.auth.signUp({ email, password });
+  if (error) throw error;
+  const [mail] = await mails(apiUrl, email);
+  if (!mail) throw new Error(`no confirmation mail for ${email}`);
+  const back = await follow(mail.link);
+  if (back.get("type") !== "signup") throw new Error(`${back}`);
+  return data.user!.id;
 }

@@ -12,7 +12,7 @@ import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { createDeps } from "../../supabase/functions/_shared/deps.ts";
 import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
-import { follow, mails } from "./inbox.ts";
+import { signUpByMail } from "./inbox.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { startStack } from "../../local/stack.ts";
 import { generateSigningKey, type SigningKey } from "../../local/auth/mod.ts";
@@ -167,12 +167,7 @@ export async function startTestStack(
       const userClient = client(anonKey);
       let id: string;
       if (confirmed === "by-mail") {
-        const signUp = await userClient.auth.signUp({ email, password });
-        if (signUp.error) throw signUp.error;
-        id = signUp.data.user!.id;
-        const [mail] = await mails(apiUrl, email);
-        const back = await follow(mail.link);
-        if (back.get("type") !== "signup") throw new Error(`${back}`);
+        id = await signUpByMail(userClient, apiUrl, email, password);
         if (opts.adminVerified) {
           const stamped = await admin.auth.admin.updateUserById(id, stamp);
           if (stamped.error) throw stamped.error;
