@@ -71,8 +71,10 @@ export interface AddressClaim {
  * it, from the account's `email_confirmed_at` and `confirmation_sent_at`
  * (times or `null`, as `auth.users` and Auth's user object hold them).
  * Auth writes `confirmation_sent_at` only when it sends a sign-up
- * confirmation or an invite (or an operator generates such a link), and
- * never when it confirms at once: a sign-up under autoconfirm, an account
+ * confirmation or an invite (or an operator generates such a link), clears
+ * it on every password change (`UpdatePassword`, which also sets an invited
+ * user's first password as it confirms), and never writes it when it
+ * confirms at once: a sign-up under autoconfirm, an account
  * an administrator created confirmed, or an unconfirmed account handed to
  * whoever signed up first with its address.
  *
