@@ -15,7 +15,7 @@
  *
  * - a confirmation by mail (a real mail round trip): Auth confirmed the
  *   address after it had mailed a confirmation (sign-up or invite), on a
- *   project that confirms by mail now: {@linkcode confirmedByMail}. The
+ *   project that confirms by mail now ({@linkcode confirmedAfterMail}). The
  *   setting alone is not enough: an account a stranger took while
  *   confirmations were off stays confirmed when they are turned on, but
  *   Auth never mailed it a confirmation (`user.Confirm` in `signup.go` sets
@@ -93,27 +93,6 @@ export function confirmedAfterMail(
 }
 
 /**
- * Whether an account's address was confirmed by a mail round trip: Auth
- * confirmed it after mailing a confirmation, and confirms by mail on this
- * project now (`autoconfirm` false). Under autoconfirm, even a mailed link
- * is no proof: the same account may have been handed to a stranger's
- * sign-up since.
- *
- * @example
- * ```ts
- * confirmedByMail({ confirmedAfterMail: true }, false); // true
- * confirmedByMail({ confirmedAfterMail: false }, false); // false: confirmed at once
- * confirmedByMail({ confirmedAfterMail: true }, true); // false
- * ```
- */
-export function confirmedByMail(
-  account: Pick<AddressClaim, "confirmedAfterMail">,
-  autoconfirm: boolean,
-): boolean {
-  return account.confirmedAfterMail && !autoconfirm;
-}
-
-/**
  * Whether an operator vouched for the account's current address: its
  * `app_metadata` {@linkcode ADMIN_STAMP} equals its email (both trimmed,
  * case-insensitive). The stamp names the address, not the account, so an
@@ -141,9 +120,13 @@ export function stampedByAdmin(
  * listed (`ADMIN_EMAILS`) address, or a `usuarios` row's email it is to be
  * linked by, requires: its email is confirmed, and either an operator
  * stamped that address ({@linkcode stampedByAdmin}, in every
- * configuration), or it was confirmed by mail ({@linkcode confirmedByMail}).
- * A confirmation alone proves nothing. `autoconfirm` is asked only when the
- * stamp does not decide and the account was mailed.
+ * configuration), or it was confirmed by mail: Auth confirmed it after
+ * mailing a confirmation ({@linkcode confirmedAfterMail}), and confirms by
+ * mail on this project now (`autoconfirm` false; under autoconfirm even a
+ * mailed link is no proof, as the account may have been handed to a
+ * stranger's sign-up since). A confirmation alone proves nothing.
+ * `autoconfirm` is asked only when the stamp does not decide and the
+ * account was mailed.
  *
  * @example
  * ```ts
@@ -159,6 +142,5 @@ export async function ownsAddress(
 ): Promise<boolean> {
   if (account.email === null || !account.emailConfirmed) return false;
   if (stampedByAdmin(account.email, account.appMetadata)) return true;
-  if (!account.confirmedAfterMail) return false;
-  return confirmedByMail(account, await autoconfirm());
+  return account.confirmedAfterMail && !(await autoconfirm());
 }

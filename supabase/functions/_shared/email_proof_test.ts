@@ -3,7 +3,6 @@ import {
   type AddressClaim,
   ADMIN_STAMP,
   confirmedAfterMail,
-  confirmedByMail,
   ownsAddress,
   stampedByAdmin,
 } from "./email_proof.ts";
@@ -53,12 +52,6 @@ Deno.test("confirmedAfterMail: only a confirmation later than the confirmation m
   assert.equal(confirmedAfterMail("2026-11-24T09:00:00.000Z", sent), false);
   assert.equal(confirmedAfterMail(sent, sent), false);
   assert.equal(confirmedAfterMail(null, sent), false);
-});
-
-Deno.test("confirmedByMail: a mailed confirmation proves the mailbox only where Auth confirms by mail now", () => {
-  assert.equal(confirmedByMail(mailed, false), true);
-  assert.equal(confirmedByMail(mailed, true), false);
-  assert.equal(confirmedByMail(signedUp, false), false);
 });
 
 Deno.test("stampedByAdmin: the stamp must name the account's current email, trimmed and case-insensitive", () => {

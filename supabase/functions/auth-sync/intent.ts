@@ -341,7 +341,7 @@ async function _unchangedSince(
   if (!intent.rowBefore) return rowSet;
   const columns = Object.keys(rowSet) as (keyof RowSet)[];
   const [now] = await tx<Record<string, string | null>[]>`
-    select ${tx(columns.map((c) => `${c}`))}
+    select ${tx(columns)}
     from public.usuarios where id = ${intent.targetId} for update
   `;
   if (!now) return {};
