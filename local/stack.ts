@@ -396,6 +396,13 @@ async function _reach<T>(url: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
+function _refuseSetting(setting: string, what: string): never {
+  throw new StartError(
+    `supabase/config.toml sets ${setting}, which the local Auth stand-in does not support (${what})`,
+    "Remove the setting for local work, or use supabase start (Docker)",
+  );
+}
+
 /** What the Auth stand-in takes from config.toml, as `supabase start` does. */
 export interface AuthConfig {
   jwtExpiry: number;
@@ -410,10 +417,12 @@ export interface AuthConfig {
 /**
  * Reads `[auth]` of config.toml (`text`, default the project's file). A
  * setting that changes what Auth does and that the stand-in cannot honour
- * is a {@linkcode StartError} naming it, never silently ignored.
+ * is passed to `unsupported`, by default a {@linkcode StartError} naming
+ * it, never silently ignored.
  */
 export function authConfig(
   text = Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
+  unsupported: (setting: string, what: string) => void = _refuseSetting,
 ): AuthConfig {
   const config = parseToml(text) as {
     auth?: {
@@ -432,23 +441,23 @@ export function authConfig(
     };
   };
   const auth = config.auth ?? {};
-  const refuse = (setting: string, what: string) => {
-    throw new StartError(
-      `supabase/config.toml sets ${setting}, which the local Auth stand-in does not support (${what})`,
-      "Remove the setting for local work, or use supabase start (Docker)",
-    );
-  };
   if (auth.enable_anonymous_sign_ins === true) {
-    refuse("[auth] enable_anonymous_sign_ins = true", "anonymous sign-ins");
+    unsupported(
+      "[auth] enable_anonymous_sign_ins = true",
+      "anonymous sign-ins",
+    );
   }
   if (auth.password_requirements) {
-    refuse(
+    unsupported(
       `[auth] password_requirements = "${auth.password_requirements}"`,
       "only minimum_password_length is checked",
     );
   }
   if (auth.email?.enable_signup === false) {
-    refuse("[auth.email] enable_signup = false", "email is its only provider");
+    unsupported(
+      "[auth.email] enable_signup = false",
+      "email is its only provider",
+    );
   }
   return {
     jwtExpiry: auth.jwt_expiry ?? 3600,

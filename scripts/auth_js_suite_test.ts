@@ -52,7 +52,7 @@ Deno.test("adaptClients: a changed file is refused, not half adapted", () => {
   );
 });
 
-Deno.test("suiteAuthConfig: the settings the stand-in has", () => {
+Deno.test("suiteAuthConfig: the settings the stand-in has, passing over those it cannot honour", () => {
   assert.deepEqual(
     suiteAuthConfig(`[auth]
 site_url = "http://127.0.0.1:3000"
@@ -65,6 +65,11 @@ enable_confirmations = false
       siteUrl: "http://127.0.0.1:3000",
       additionalRedirectUrls: ["https://127.0.0.1:3000"],
       emailConfirmations: false,
+      // What the file leaves unset: supabase start's defaults.
+      jwtExpiry: 3600,
+      otpExpiry: 3600,
+      signupEnabled: true,
+      minPasswordLength: 6,
     },
   );
 });
