@@ -71,6 +71,58 @@ e2eTest(
 );
 
 e2eTest(
+  "presence-ping: a pooler string as the dashboard's Prisma tab writes it pings; another client's parameter is 500 invalid_env naming it, never the string",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    const auth = { headers: { Authorization: `Bearer ${u.token}` } };
+    const url = new URL(stack.dbUrl);
+    for (
+      const [name, value] of [
+        ["pgbouncer", "true"],
+        ["connect_timeout", "10"],
+        ["application_name", "my-app-presence"],
+        ["options", "-c search_path=public"],
+      ]
+    ) url.searchParams.set(name, value);
+    const served = await stack.withFunctionEnv({
+      PRESENCE_DB_URL: String(url),
+    });
+    try {
+      const res = await call(served.apiUrl, "presence-ping", auth);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.user.presence_state, "online");
+      // Before, each of the first two was sent to the server as a setting
+      // and every connection was refused (42704). PGlite is one session
+      // with no client list; PostgreSQL shows the name the URL gave.
+      if (Deno.env.get("TEST_DATABASE_URL")) {
+        const [seen] = await stack.sql`
+          select count(*)::int as n from pg_stat_activity
+          where application_name = 'my-app-presence'`;
+        assert.ok(seen.n >= 1, "the functions' connections carry the name");
+      }
+    } finally {
+      await served.close();
+    }
+    url.searchParams.set("connection_limit", "1");
+    const limited = await stack.withFunctionEnv({
+      PRESENCE_DB_URL: String(url),
+    });
+    try {
+      const res = await call(limited.apiUrl, "presence-ping", auth);
+      assert.equal(res.status, 500);
+      assert.equal(res.body.code, "invalid_env");
+      assert.match(
+        res.body.invalid.PRESENCE_DB_URL,
+        /"connection_limit" is not read.*DB_POOL_MAX/,
+      );
+      assert.ok(!JSON.stringify(res.body).includes(url.password));
+    } finally {
+      await limited.close();
+    }
+  },
+);
+
+e2eTest(
   "presence-ping: an unreachable identity provider gives 503 with Retry-After, not 401",
   async () => {
     const u = await stack.createUser({ row: { auth_user_id: true } });

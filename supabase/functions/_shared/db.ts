@@ -71,7 +71,6 @@ export class Pools {
         max: env.dbPoolMax,
         prepare: false,
         idle_timeout: 10,
-        connect_timeout: 5,
         backoff: _reconnectDelay,
         max_lifetime: 60 * 30,
         onnotice: () => {},
@@ -108,7 +107,9 @@ export interface ConnectionOptions {
   readonly password: string;
   /** postgres.js's `ssl`: `false`, `"prefer"`, `"require"` or `"verify-full"`. */
   readonly ssl: false | "prefer" | "require" | "verify-full";
-  /** Startup parameters: `application_name` and the URL's other parameters. */
+  /** Seconds to wait for a connection: the URL's `connect_timeout`, else 5. */
+  readonly connect_timeout: number;
+  /** Startup parameters: `application_name` and `options`. */
   readonly connection: Record<string, string>;
 }
 
@@ -117,14 +118,27 @@ const _LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i;
 /**
  * Reads a `postgresql://` connection string the way a hosted one is meant:
  * an IPv6 literal in brackets is a host (postgres.js alone splits it at its
- * colons), user and password are percent-decoded, and `sslmode` is
- * honoured as libpq does: `disable`; `allow` or `prefer` (TLS when the
- * server offers it); `require` (TLS, certificate not checked); `verify-ca`
- * or `verify-full` (TLS with the certificate checked against the system's
- * roots and the host name; `sslrootcert=system` means the same). Without
- * `sslmode`, `prefer` as in libpq, except on loopback where TLS protects
- * nothing. Throws a `TypeError` naming the parameter for anything else;
- * never echoes the string, which holds a password.
+ * colons), user and password are percent-decoded, and the query parameters
+ * are libpq's, as in Supabase's Connect panel:
+ *
+ * - `sslmode` as libpq does: `disable`; `allow` or `prefer` (TLS when the
+ *   server offers it); `require` (TLS, certificate not checked);
+ *   `verify-ca` or `verify-full` (TLS with the certificate checked against
+ *   the system's roots and the host name). Without it, `prefer` as in
+ *   libpq, except on loopback where TLS protects nothing.
+ * - `sslrootcert=system` means `verify-full`; a certificate file is
+ *   refused, since a function cannot read one.
+ * - `connect_timeout`: whole seconds, at least 2 as in libpq (default 5).
+ * - `application_name` and `options` (`-c name=value`) go to the server.
+ * - `pgbouncer=true`, Prisma's mark of a transaction pooler (the
+ *   dashboard's Prisma string carries it), is accepted: the functions never
+ *   use named prepared statements anyway.
+ *
+ * Any other parameter is refused by name. postgres.js would send it to the
+ * server as a setting, and the server would refuse every connection
+ * (`unrecognized configuration parameter`, SQLSTATE 42704) at the first
+ * request instead of at configuration. Throws a `TypeError` naming the
+ * part; never echoes the string or a value, which may hold a password.
  *
  * @example
  * ```ts
@@ -145,7 +159,31 @@ export function connectionOptions(url: string): ConnectionOptions {
   const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
   if (!host) throw new TypeError("database URL: no host");
   const params = Object.fromEntries(parsed.searchParams);
-  const { sslmode, sslrootcert, ...rest } = params;
+  const {
+    sslmode,
+    sslrootcert,
+    connect_timeout,
+    pgbouncer,
+    application_name = "presence-auth-functions",
+    options,
+    ...unread
+  } = params;
+  const [other] = Object.keys(unread);
+  if (other !== undefined) {
+    throw new TypeError(
+      `database URL: parameter "${other}" is not read (read: ${_READ}); ${
+        _HINTS[other] ?? "set server settings with options=-c name=value"
+      }`,
+    );
+  }
+  if (sslrootcert !== undefined && sslrootcert !== "system") {
+    throw new TypeError(
+      "database URL: sslrootcert can only be system (a function cannot read a certificate file); or use sslmode=require",
+    );
+  }
+  if (pgbouncer !== undefined && !/^(true|false)$/.test(pgbouncer)) {
+    throw new TypeError("database URL: pgbouncer must be true or false");
+  }
   const mode = sslrootcert === "system" ? "verify-full" : sslmode;
   return {
     host,
@@ -154,8 +192,33 @@ export function connectionOptions(url: string): ConnectionOptions {
     username: decodeURIComponent(parsed.username),
     password: decodeURIComponent(parsed.password),
     ssl: _ssl(mode, _LOOPBACK.test(host)),
-    connection: { application_name: "presence-auth-functions", ...rest },
+    connect_timeout: _connectTimeout(connect_timeout),
+    connection: options === undefined
+      ? { application_name }
+      : { application_name, options },
   };
+}
+
+const _READ =
+  "sslmode, sslrootcert, connect_timeout, application_name, options, pgbouncer";
+
+// What to do instead, for parameters of other clients' connection strings.
+const _HINTS: Record<string, string> = {
+  connection_limit: "the pool's size is DB_POOL_MAX",
+  pool_timeout: "statements are bounded by DB_STATEMENT_TIMEOUT_MS",
+  statement_timeout: "statements are bounded by DB_STATEMENT_TIMEOUT_MS",
+};
+
+function _connectTimeout(value: string | undefined): number {
+  if (value === undefined) return 5;
+  // libpq reads 0 or less as "wait for ever", which no request can afford.
+  if (!/^\d+$/.test(value) || Number(value) < 1) {
+    throw new TypeError(
+      "database URL: connect_timeout must be a whole number of seconds, 1 or more",
+    );
+  }
+  // libpq's floor: "a value of 1 is interpreted as 2".
+  return Math.max(2, Number(value));
 }
 
 function _ssl(

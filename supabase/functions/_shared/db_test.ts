@@ -90,17 +90,55 @@ Deno.test("connectionOptions: sslmode is honoured as libpq reads it", () => {
   assert.equal(ssl("?sslmode=require", "127.0.0.1"), "require");
 });
 
-Deno.test("connectionOptions: other URL parameters become startup parameters", () => {
+Deno.test("connectionOptions: application_name and options go to the server; connect_timeout and pgbouncer are read as libpq and Prisma mean them", () => {
   const o = connectionOptions(
-    "postgresql://u:p@h/db?sslmode=require&application_name=mine&options=-c%20search_path%3Dpublic",
+    "postgresql://u:p@h/db?sslmode=require&application_name=mine&options=-c%20search_path%3Dpublic&pgbouncer=true&connect_timeout=10",
   );
   assert.deepEqual(o.connection, {
     application_name: "mine",
     options: "-c search_path=public",
   });
+  assert.equal(o.connect_timeout, 10);
+  const plain = connectionOptions("postgresql://u:p@h/db?pgbouncer=false");
+  assert.deepEqual(plain.connection, {
+    application_name: "presence-auth-functions",
+  });
+  assert.equal(plain.connect_timeout, 5);
+  // libpq's floor: 1 s is read as 2.
   assert.equal(
-    connectionOptions("postgresql://u:p@h/db").connection.application_name,
-    "presence-auth-functions",
+    connectionOptions("postgresql://u:p@h/db?connect_timeout=1")
+      .connect_timeout,
+    2,
+  );
+});
+
+Deno.test("connectionOptions: a parameter it does not read is refused by name, with what to do instead, never its value", () => {
+  const refused = (query: string) => {
+    try {
+      connectionOptions(`postgresql://u:p@h/db?${query}`);
+    } catch (e) {
+      assert.ok(e instanceof TypeError);
+      return e.message;
+    }
+    assert.fail(`${query} was accepted`);
+  };
+  assert.match(
+    refused("pgbouncer=true&connection_limit=1"),
+    /parameter "connection_limit" is not read \(read: sslmode, .*pgbouncer\); the pool's size is DB_POOL_MAX/,
+  );
+  assert.match(
+    refused("search_path=app"),
+    /"search_path" is not read .*options=-c name=value/,
+  );
+  const password = refused("password=s3cret");
+  assert.match(password, /"password" is not read/);
+  assert.ok(!password.includes("s3cret"));
+  assert.match(refused("connect_timeout=0"), /connect_timeout must be/);
+  assert.match(refused("connect_timeout=5s"), /connect_timeout must be/);
+  assert.match(refused("pgbouncer=yes"), /pgbouncer must be true or false/);
+  assert.match(
+    refused("sslmode=verify-full&sslrootcert=/certs/prod-ca-2021.crt"),
+    /sslrootcert can only be system/,
   );
 });
 
