@@ -44,18 +44,25 @@ export const systemClock: Clock = {
 
 /**
  * What the kit needs of the page: whether it is hidden, and its
- * `visibilitychange` and `pagehide` events. Each `on...` returns a function
- * that removes the listener.
+ * `visibilitychange` and `pagehide` events; optionally the `online` event
+ * (the device has a network again). Each `on...` returns a function that
+ * removes the listener.
  */
 export interface PageLifecycle {
   hidden(): boolean;
   onVisibilityChange(fn: () => void): () => void;
   onPageHide(fn: () => void): () => void;
+  /**
+   * Called when the network comes back; without it, a kit that failed for
+   * want of a network waits out its backoff (up to `backoffMaxMs`).
+   */
+  onOnline?(fn: () => void): () => void;
 }
 
 /**
- * The browser's page lifecycle (`document.visibilityState`, `pagehide`), or,
- * where there is no `document` (Deno, Node), a page that is never hidden.
+ * The browser's page lifecycle (`document.visibilityState`, `pagehide`,
+ * `online`), or, where there is no `document` (Deno, Node), a page that is
+ * never hidden.
  */
 export function browserPage(): PageLifecycle {
   const g = globalThis as unknown as {
@@ -73,6 +80,7 @@ export function browserPage(): PageLifecycle {
     hidden: () => doc.visibilityState === "hidden",
     onVisibilityChange: (fn) => _listen(doc, "visibilitychange", fn),
     onPageHide: (fn) => _listen(g, "pagehide", fn),
+    onOnline: (fn) => _listen(g, "online", fn),
   };
 }
 
@@ -327,6 +335,8 @@ export class PresenceKit {
   #running = false;
   #timer: unknown = null;
   #failures = 0;
+  // The last failure was a network one: the `online` event ends its wait.
+  #offlineFailure = false;
   // One ping at a time: each waits for the one before it.
   #chain: Promise<void> = Promise.resolve();
   // The last access token seen, for the offline ping after SIGNED_OUT, when
@@ -393,6 +403,8 @@ export class PresenceKit {
     if (this.#tabs) {
       this.#unsubscribe.push(this.#tabs.onMessage((m) => this.#heard(m)));
     }
+    const offOnline = this.#page.onOnline?.(() => this.#networkBack());
+    if (offOnline) this.#unsubscribe.push(offOnline);
     const { data } = client.auth.onAuthStateChange((event, session) => {
       if (session) this.#token = session.access_token;
       // Not awaited: supabase-js holds its auth lock while it calls back,
@@ -491,6 +503,7 @@ export class PresenceKit {
       timer: null,
       busy: false,
       failures: 0,
+      offlineFailure: false,
       stopped: false,
       off: () => {},
     };
@@ -728,6 +741,7 @@ export class PresenceKit {
     if (state === "online" && scheduled && this.#running) {
       if (transient) {
         this.#failures++;
+        this.#offlineFailure = answer.status === 0;
         error.retryInMs = this.#backoff(answer.retryAfterS);
         this.#setState("retrying");
       } else {
@@ -749,6 +763,19 @@ export class PresenceKit {
       Math.round(wait * (1 + this.#jitter * this.#random())),
       floor,
     );
+  }
+
+  // The device has a network again: a ping or a watch that is waiting out
+  // its backoff after a network failure tries now, not minutes later. A
+  // wait set by the API (a 503, Retry-After) is kept.
+  #networkBack(): void {
+    if (this.#page.hidden()) return;
+    if (this.#running && this.#state === "retrying" && this.#offlineFailure) {
+      this.#tick();
+    }
+    for (const w of this.#watchers) {
+      if (w.offlineFailure && !w.busy && !w.stopped) void this.#poll(w);
+    }
   }
 
   #spread(ms: number): number {
@@ -824,6 +851,7 @@ export class PresenceKit {
       for (const id of removed) w.users.delete(id);
       w.cursor = cursor;
       w.failures = 0;
+      w.offlineFailure = false;
       w.onChange(w.users, { changed: users, removed, resync });
     } catch (failure) {
       if (w.stopped) return;
@@ -833,6 +861,7 @@ export class PresenceKit {
         retryAfterS: null,
       };
       w.failures++;
+      w.offlineFailure = answer.status === 0;
       if (answer.status === 0 || answer.status >= 500) {
         const saved = this.#failures;
         this.#failures = w.failures;
@@ -914,6 +943,8 @@ interface _Watcher {
   timer: unknown;
   busy: boolean;
   failures: number;
+  /** The last failure was a network one (see `#networkBack`). */
+  offlineFailure: boolean;
   stopped: boolean;
   /** Removes its visibility listener. */
   off: () => void;

@@ -71,6 +71,7 @@ class FakePage implements PageLifecycle {
   isHidden = false;
   #visibility = new Set<() => void>();
   #pagehide = new Set<() => void>();
+  #online = new Set<() => void>();
   hidden() {
     return this.isHidden;
   }
@@ -81,6 +82,14 @@ class FakePage implements PageLifecycle {
   onPageHide(fn: () => void) {
     this.#pagehide.add(fn);
     return () => this.#pagehide.delete(fn);
+  }
+  onOnline(fn: () => void) {
+    this.#online.add(fn);
+    return () => this.#online.delete(fn);
+  }
+  /** The device has a network again. */
+  goOnline() {
+    for (const fn of this.#online) fn();
   }
   setHidden(hidden: boolean) {
     this.isHidden = hidden;
@@ -449,6 +458,58 @@ Deno.test("PresenceKit: backoff is capped at backoffMaxMs", async () => {
   assert.ok(errors.length > 5);
   assert.equal(errors.at(-1)!.retryInMs, 10_000);
   assert.equal(errors.at(-1)!.code, "network");
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: when the network comes back, a ping and a watch waiting out a network failure's backoff try at once; a 503's wait is kept", async () => {
+  const { clock, page, client, kit, states } = setup({
+    backoffBaseMs: 60_000,
+    jitter: 0,
+  });
+  let network = false;
+  let status = 0;
+  client.reply = (call) => {
+    if (!network) return { status, body: null };
+    return call.name === "presence-ping"
+      ? { status: 200, body: _pingBody("online") }
+      : {
+        status: 200,
+        body: { ok: true, users: [], next_after_id: null, cursor: "c" },
+      };
+  };
+  kit.start();
+  const polls: number[] = [];
+  const unwatch = kit.watch((users) => polls.push(users.size));
+  await clock.advance(0);
+  assert.equal(kit.state, "retrying");
+  assert.equal(client.calls.length, 2);
+  // A second event while still without a network: one more try each, no
+  // loop, no second timer.
+  page.goOnline();
+  await clock.advance(0);
+  assert.equal(client.calls.length, 4);
+  network = true;
+  page.goOnline();
+  await clock.advance(0);
+  assert.equal(kit.state, "online");
+  assert.deepEqual(polls, [0]);
+  assert.deepEqual(states, ["starting", "retrying", "online"]);
+  const calls = client.calls.length;
+  // Nothing is waiting any more: the event asks for nothing.
+  page.goOnline();
+  await clock.advance(0);
+  assert.equal(client.calls.length, calls);
+
+  // A 503 (the API asked for a wait) is not a lost network: kept.
+  network = false;
+  status = 503;
+  await clock.advance(180_000);
+  assert.equal(kit.state, "retrying");
+  const before = client.pings();
+  page.goOnline();
+  await clock.advance(0);
+  assert.equal(client.pings(), before);
+  unwatch();
   kit.dispose();
 });
 

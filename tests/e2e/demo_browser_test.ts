@@ -2,8 +2,8 @@
  * The demo page (`/demo/`, client/demo.html) in headless Chromium, driven
  * by playwright-core against the local stack: two users in two browser
  * contexts see each other online, a hidden tab pauses its pings, a user who
- * signs out goes offline for the other, and the page says when the API is
- * down.
+ * signs out goes offline for the other, the page says when the API is
+ * down, and a device back on the network pings and reads again at once.
  *
  * Needs Debian's chromium (`apt-get install chromium`; `.ci/run` installs
  * it). The README's screenshot comes from scripts/demo_screenshot.ts.
@@ -38,12 +38,13 @@ async function member(name: string) {
 async function signedIn(
   user: { email: string; password: string },
   context?: BrowserContext,
+  path = DEMO_PATH,
 ): Promise<Page> {
   context ??= await browser.newContext({
     viewport: { width: 720, height: 560 },
   });
   const page = await context.newPage();
-  await page.goto(`${stack.apiUrl}${DEMO_PATH}`);
+  await page.goto(`${stack.apiUrl}${path}`);
   await page.fill('input[name="email"]', user.email);
   await page.fill('input[name="password"]', user.password);
   await page.click('button[type="submit"]');
@@ -192,6 +193,40 @@ e2eTest(
         /presence API is not reachable/,
       );
       await page.unroute("**/functions/v1/**");
+      await page.waitForSelector("#api-down", { state: "hidden", ...WAIT });
+    } finally {
+      await page.context().close();
+    }
+  },
+);
+
+e2eTest(
+  "demo page: a device back on the network pings and refreshes the list at once, not after the backoff",
+  async () => {
+    const emma = await member("emma");
+    const felix = await member("felix");
+    // A first wait of at least 60 s after a failure: only the browser's
+    // `online` event can bring the kit back within WAIT.
+    const page = await signedIn(
+      emma,
+      undefined,
+      "/demo/?interval=1000&watch=250&backoff=60000",
+    );
+    try {
+      await page.waitForSelector(userItem(felix.rowId!, "offline"), WAIT);
+      await page.context().setOffline(true);
+      await page.waitForSelector("#me-state:text('retrying')", WAIT);
+      await page.waitForSelector("#api-down", { state: "visible", ...WAIT });
+      // Felix comes online while Emma's device has no network.
+      const felt = await felix.client.functions.invoke("presence-ping", {
+        body: { state: "online" },
+      });
+      assert.equal(felt.error, null);
+      const before = await pings(page);
+      await page.context().setOffline(false);
+      await page.waitForSelector("#me-state:text('online')", WAIT);
+      assert.ok(await pings(page) > before);
+      await page.waitForSelector(userItem(felix.rowId!, "online"), WAIT);
       await page.waitForSelector("#api-down", { state: "hidden", ...WAIT });
     } finally {
       await page.context().close();
