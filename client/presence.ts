@@ -185,6 +185,11 @@ export interface PresenceKitOptions {
   backoffBaseMs?: number;
   /** Longest wait after failures (default 300 000). */
   backoffMaxMs?: number;
+  /**
+   * Longest wait for any answer (default 10 000), after which the call
+   * counts as a network failure. At least {@linkcode MIN_REQUEST_TIMEOUT_MS}.
+   */
+  requestTimeoutMs?: number;
   /** Users per read of the `presence` API (1..500, default 500). */
   pageSize?: number;
   clock?: Clock;
@@ -230,6 +235,15 @@ export const MIN_WATCH_INTERVAL_MS = 250;
 
 /** Shortest `backoffBaseMs`, so a failing API is never hammered. */
 export const MIN_BACKOFF_MS = 100;
+
+/** Shortest `requestTimeoutMs`. */
+export const MIN_REQUEST_TIMEOUT_MS = 1_000;
+
+/**
+ * How many times an `offline` that must land (stop, sign-out, a session
+ * ended) is sent when the API answers 503 or not at all.
+ */
+export const OFFLINE_TRIES = 3;
 
 /**
  * Where the kit is: `starting` until the first answer; `online` after a
@@ -288,9 +302,9 @@ export interface KitEvents {
 }
 
 /**
- * The live map {@linkcode PresenceKit.watch} hands to its callback, with
- * what this poll changed: users listed again, ids deleted from the table,
- * and whether the map was rebuilt from a full read.
+ * The map {@linkcode PresenceKit.watch} hands to its callback (a new one
+ * after each poll), with what this poll changed: users listed again, ids
+ * deleted from the table, and whether the map was rebuilt from a full read.
  */
 export type OnPresenceChange = (
   users: ReadonlyMap<number, PresenceUser>,
@@ -319,6 +333,7 @@ export class PresenceKit {
   readonly #jitter: number;
   readonly #backoffBaseMs: number;
   readonly #backoffMaxMs: number;
+  readonly #requestTimeoutMs: number;
   readonly #pageSize: number;
   readonly #clock: Clock;
   readonly #random: () => number;
@@ -388,6 +403,11 @@ export class PresenceKit {
       MIN_BACKOFF_MS,
     );
     this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
+    this.#requestTimeoutMs = _atLeast(
+      "requestTimeoutMs",
+      options.requestTimeoutMs ?? 10_000,
+      MIN_REQUEST_TIMEOUT_MS,
+    );
     this.#pageSize = options.pageSize ?? 500;
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? Math.random;
@@ -406,10 +426,19 @@ export class PresenceKit {
     const offOnline = this.#page.onOnline?.(() => this.#networkBack());
     if (offOnline) this.#unsubscribe.push(offOnline);
     const { data } = client.auth.onAuthStateChange((event, session) => {
+      const before = this.#token;
       if (session) this.#token = session.access_token;
       // Not awaited: supabase-js holds its auth lock while it calls back,
       // and the ping needs that lock for the token.
-      if (event === "SIGNED_OUT") void this.#signedOut();
+      if (event === "SIGNED_OUT") void this.#signedOut(before);
+      else if (
+        session && before !== null &&
+        _subject(before) !== _subject(session.access_token)
+      ) {
+        // Another user signed in without a sign-out (an account switch):
+        // the previous user's session ended, as on SIGNED_OUT.
+        void this.#signedOut(before);
+      }
     });
     this.#unsubscribe.push(() => data.subscription.unsubscribe());
   }
@@ -559,6 +588,8 @@ export class PresenceKit {
       this.#resumeOnShow = false;
       this.#running = true;
       this.#failures = 0;
+      // Its `bye` made the other tabs forget it: say it is back.
+      this.#sayHere();
     }
     if (!this.#running) return;
     if (this.#page.hidden()) {
@@ -578,7 +609,6 @@ export class PresenceKit {
     if (!this.#running || this.#token === null) return;
     this.#halt("stopped");
     this.#resumeOnShow = true;
-    this.#tabs?.post({ kind: "bye", tab: this.#tabId, user: this.#user() });
     // Another tab of this user is open: it keeps the user online, and the
     // row must not say offline while it does.
     if (this.#othersOpen()) return;
@@ -636,16 +666,17 @@ export class PresenceKit {
     );
   }
 
-  async #signedOut(): Promise<void> {
+  // `token`: the ended session's last access token.
+  async #signedOut(token: string | null): Promise<void> {
     // Watchers read as the signed-out user: they end with the session.
     this.#stopWatchers();
     if (!this.#running) return;
-    const token = this.#token;
     this.#halt("stopped");
     // Best effort: Auth may already have revoked the session the token
     // belongs to, which is why PresenceKit.signOut pings first.
     if (token !== null) await this.#enqueue("offline", false, token);
-    this.#token = null;
+    // Unless another user's session has taken its place meanwhile.
+    if (this.#token === token) this.#token = null;
   }
 
   #halt(state: KitState): void {
@@ -655,6 +686,8 @@ export class PresenceKit {
     this.#timer = null;
     if (this.#heartbeat !== null) this.#clock.clearTimeout(this.#heartbeat);
     this.#heartbeat = null;
+    // The other tabs stop counting this one as open at once, not 90 s on.
+    this.#tabs?.post({ kind: "bye", tab: this.#tabId, user: this.#user() });
     // Page listeners belong to start(); the auth listener stays.
     this.#setState(state);
   }
@@ -678,17 +711,27 @@ export class PresenceKit {
     // by stop() or a hidden page.
     if (scheduled && (!this.#running || this.#page.hidden())) return;
     let refreshed = false;
+    let tries = 0;
     for (;;) {
       let answer: _Answer;
       try {
         answer = await this.#invoke("presence-ping", { state }, token);
       } catch (error) {
-        this.#failed(state, scheduled, {
+        answer = {
           status: 0,
           body: { code: "network", error: _message(error) },
           retryAfterS: null,
-        });
-        return;
+        };
+      }
+      if (
+        state === "offline" && !scheduled && ++tries < OFFLINE_TRIES &&
+        (answer.status === 0 || answer.status >= 500)
+      ) {
+        // An offline that must land (stop, sign-out): tried again after
+        // Retry-After (1 s without one, 5 s at most), a few times.
+        const wait = Math.min((answer.retryAfterS ?? 1) * 1000, 5_000);
+        await new Promise<void>((r) => this.#clock.setTimeout(() => r(), wait));
+        continue;
       }
       if (answer.status === 200) {
         this.#failures = 0;
@@ -833,22 +876,41 @@ export class PresenceKit {
           continue;
         }
         if (answer.status !== 200) throw answer;
-        if (cursor === null) {
-          cursor = String(answer.body.cursor);
-          if (answer.body.resync === true) {
-            resync = true;
-            since = null;
-          }
+        if (answer.body.resync === true && since !== null) {
+          // The cursor cannot be continued, on whichever page (it may go
+          // stale between two): this answer is the first page of a full
+          // read, `after_id` ignored. Start over from it, without the
+          // cursor; following its pages with the cursor would be answered
+          // with this same first page, for ever.
+          since = null;
+          resync = true;
+          cursor = null;
+          users.length = 0;
+          removed.length = 0;
         }
+        cursor ??= String(answer.body.cursor);
         users.push(...(answer.body.users as PresenceUser[]));
         removed.push(...((answer.body.removed ?? []) as number[]));
-        afterId = answer.body.next_after_id as number | null;
+        const next = answer.body.next_after_id as number | null;
+        if (next !== null && afterId !== null && next <= afterId) {
+          // Pages go up by id; one that does not would be read for ever.
+          // Reported, and read again at the next interval.
+          throw {
+            status: answer.status,
+            body: { code: "bad_page", error: "next_after_id did not go up" },
+            retryAfterS: null,
+          };
+        }
+        afterId = next;
         if (afterId === null || w.stopped) break;
       }
       if (w.stopped) return;
-      if (resync) w.users = new Map();
-      for (const u of users) w.users.set(u.id, u);
-      for (const id of removed) w.users.delete(id);
+      // A new map each time, so that an app comparing maps (React's state)
+      // sees every change.
+      const map = resync ? new Map<number, PresenceUser>() : new Map(w.users);
+      for (const u of users) map.set(u.id, u);
+      for (const id of removed) map.delete(id);
+      w.users = map;
       w.cursor = cursor;
       w.failures = 0;
       w.offlineFailure = false;
@@ -893,12 +955,15 @@ export class PresenceKit {
     body: Record<string, unknown>,
     token?: string,
   ): Promise<_Answer> {
-    const { data, error } = await this.#client.functions.invoke(name, {
-      body,
-      headers: token === undefined
-        ? undefined
-        : { authorization: `Bearer ${token}` },
-    });
+    const { data, error } = await this.#deadline(
+      this.#client.functions.invoke(name, {
+        body,
+        headers: token === undefined
+          ? undefined
+          : { authorization: `Bearer ${token}` },
+        timeout: this.#requestTimeoutMs,
+      }),
+    );
     if (!error) {
       return { status: 200, body: data ?? {}, retryAfterS: null };
     }
@@ -917,6 +982,25 @@ export class PresenceKit {
       body: parsed,
       retryAfterS: Number.isFinite(retry) && retry > 0 ? retry : null,
     };
+  }
+
+  // supabase-js's `timeout` aborts the request; this also bounds the wait
+  // for the session's token before it is sent (supabase-js's auth lock),
+  // which no signal reaches. A stuck call would otherwise hold every later
+  // ping, poll and sign-out behind it.
+  async #deadline<T>(work: Promise<T>): Promise<T> {
+    let timer: unknown = null;
+    const late = new Promise<never>((_, reject) => {
+      timer = this.#clock.setTimeout(
+        () => reject(new Error(`no answer in ${this.#requestTimeoutMs} ms`)),
+        this.#requestTimeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([work, late]);
+    } finally {
+      this.#clock.clearTimeout(timer);
+    }
   }
 
   #setState(state: KitState): void {

@@ -10,8 +10,10 @@ import {
   type KitState,
   MIN_BACKOFF_MS,
   MIN_INTERVAL_MS,
+  MIN_REQUEST_TIMEOUT_MS,
   MIN_WATCH_INTERVAL_MS,
   NAVIGATION_WINDOW_MS,
+  OFFLINE_TRIES,
   type PageLifecycle,
   PresenceKit,
   type PresenceKitOptions,
@@ -109,6 +111,7 @@ interface Call {
   name: string;
   body: Record<string, unknown>;
   headers?: Record<string, string>;
+  timeout?: number;
 }
 
 /** A supabase-js client whose function answers come from `reply`. */
@@ -145,9 +148,18 @@ class FakeClient {
   readonly functions = {
     invoke: async (
       name: string,
-      opts: { body: Record<string, unknown>; headers?: Record<string, string> },
+      opts: {
+        body: Record<string, unknown>;
+        headers?: Record<string, string>;
+        timeout?: number;
+      },
     ) => {
-      const call = { name, body: opts.body, headers: opts.headers };
+      const call = {
+        name,
+        body: opts.body,
+        headers: opts.headers,
+        timeout: opts.timeout,
+      };
       this.calls.push(call);
       this.inFlight++;
       this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
@@ -239,7 +251,8 @@ Deno.test("PresenceKit: the interval is spread by the jitter fraction", async ()
     const { clock, kit } = setup({ random: () => random, jitter: 0.2 });
     kit.start();
     await clock.advance(0);
-    assert.deepEqual(clock.delays, [expected]);
+    // The other delay is the ping's answer deadline (requestTimeoutMs).
+    assert.deepEqual(clock.delays, [10_000, expected]);
     kit.dispose();
   }
 });
@@ -550,6 +563,104 @@ Deno.test("PresenceKit: never more than one ping in flight", async () => {
   assert.equal(client.pings("offline"), 1);
 });
 
+Deno.test("PresenceKit: a call that never answers is a network failure after requestTimeoutMs; it holds neither later pings nor sign-out", async () => {
+  const { clock, client, kit, errors } = setup({
+    requestTimeoutMs: 10_000,
+    jitter: 0,
+  });
+  let stuck = true;
+  client.reply = () =>
+    stuck ? new Promise(() => {}) : { status: 200, body: _pingBody("online") };
+  kit.start();
+  await clock.advance(10_000);
+  assert.equal(errors[0].code, "network");
+  assert.equal(errors[0].status, 0);
+  assert.equal(kit.state, "retrying");
+  // supabase-js is asked to abort the request itself at the same time.
+  assert.equal(client.calls[0].timeout, 10_000);
+  stuck = false;
+  await clock.advance(1_000);
+  assert.equal(kit.state, "online");
+  stuck = true;
+  const out = kit.signOut();
+  await clock.advance(60_000);
+  await out;
+  assert.equal(client.signOuts, 1);
+  assert.equal(client.pings("offline"), OFFLINE_TRIES);
+});
+
+Deno.test("PresenceKit: the offline of signOut is tried again after a 503 (after Retry-After) or no answer, then signs out", async () => {
+  const { clock, client, kit, errors } = setup();
+  kit.start();
+  await clock.advance(0);
+  let n = 0;
+  client.reply = (call) => {
+    if (call.body.state === "offline" && n++ < 2) {
+      return n === 1
+        ? {
+          status: 503,
+          body: { code: "db_timeout" },
+          headers: { "retry-after": "1" },
+        }
+        : { status: 0, body: null };
+    }
+    return { status: 200, body: _pingBody(String(call.body.state)) };
+  };
+  const out = kit.signOut();
+  await clock.advance(2_000);
+  await out;
+  assert.equal(client.pings("offline"), 3);
+  assert.deepEqual(errors, []);
+  assert.equal(client.signOuts, 1);
+  assert.equal(kit.state, "stopped");
+});
+
+// An access token whose payload names `sub` (the kit reads it unverified).
+function tokenFor(sub: string, iat = 1) {
+  return `eyJ.${btoa(JSON.stringify({ sub, iat }))}.sig`;
+}
+
+Deno.test("PresenceKit: another user signing in without a sign-out ends the previous user's presence and watchers, as SIGNED_OUT does; the new token is kept", async () => {
+  const { clock, client, kit, page, fetches } = setup();
+  const ana = tokenFor("ana"), bruno = tokenFor("bruno");
+  client.reply = (call) =>
+    call.name === "presence"
+      ? {
+        status: 200,
+        body: { ok: true, users: [], next_after_id: null, cursor: "c" },
+      }
+      : { status: 200, body: _pingBody(String(call.body.state)) };
+  client.emitAuth("SIGNED_IN", { access_token: ana });
+  kit.start();
+  kit.watch(() => {});
+  await clock.advance(0);
+  // The same user's new token is no switch.
+  client.emitAuth("TOKEN_REFRESHED", { access_token: tokenFor("ana", 2) });
+  await clock.advance(0);
+  assert.equal(kit.state, "online");
+  client.emitAuth("SIGNED_IN", { access_token: bruno });
+  await clock.advance(0);
+  const last = client.calls.at(-1)!;
+  assert.equal(last.body.state, "offline");
+  assert.deepEqual(last.headers, {
+    authorization: `Bearer ${tokenFor("ana", 2)}`,
+  });
+  assert.equal(kit.state, "stopped");
+  const calls = client.calls.length;
+  await clock.advance(60_000);
+  assert.equal(client.calls.length, calls, "the watcher ended");
+  // Started again, the kit is bruno's: a close sends bruno's offline.
+  kit.start();
+  await clock.advance(0);
+  page.close();
+  assert.equal(fetches.length, 1);
+  assert.equal(
+    (fetches[0].init.headers as Record<string, string>).authorization,
+    `Bearer ${bruno}`,
+  );
+  kit.dispose();
+});
+
 Deno.test("PresenceKit: never logs, and its errors never carry the token", async () => {
   const logged: unknown[] = [];
   const saved = { ...console };
@@ -562,7 +673,9 @@ Deno.test("PresenceKit: never logs, and its errors never carry the token", async
     kit.start();
     await clock.advance(0);
     client.emitAuth("SIGNED_OUT", null);
-    await clock.advance(0);
+    // The offline is tried OFFLINE_TRIES times, 1 s apart; one error.
+    await clock.advance(5_000);
+    assert.equal(client.pings("offline"), 3);
     assert.equal(errors.length, 2);
     assert.ok(!JSON.stringify(errors).includes("secret-token"));
   } finally {
@@ -638,6 +751,108 @@ Deno.test("PresenceKit.watch: follows pages, applies deltas, and replaces the ma
   ]);
   await clock.advance(60_000);
   assert.equal(client.calls.length, 4);
+});
+
+Deno.test("PresenceKit.watch: a cursor gone stale between two pages starts a full read from that answer, without the cursor; every poll hands a new map", async () => {
+  const { clock, client, kit, errors } = setup({ watchIntervalMs: 10_000 });
+  // The server as it answers a cursor it cannot continue: the first page of
+  // a full read, whatever after_id asks for.
+  const table = [user(1, "online"), user(2, "away"), user(3, "online")];
+  let stale = false;
+  client.reply = (call) => {
+    // A kit that loops fails here instead of hanging the test.
+    if (client.calls.length > 20) return { status: 0, body: null };
+    const { cursor, after_id = 0 } = call.body as {
+      cursor?: string;
+      after_id?: number;
+    };
+    if (cursor !== undefined && stale) {
+      return {
+        status: 200,
+        body: {
+          ok: true,
+          users: table.slice(0, 2),
+          next_after_id: 2,
+          cursor: "full",
+          resync: true,
+        },
+      };
+    }
+    if (cursor !== undefined) {
+      // A delta of two pages; the cursor goes stale after the first.
+      stale = true;
+      return {
+        status: 200,
+        body: {
+          ok: true,
+          users: [user(1, "offline")],
+          next_after_id: 1,
+          cursor: "d",
+          resync: false,
+        },
+      };
+    }
+    const page = table.filter((u) => u.id > after_id).slice(0, 2);
+    return {
+      status: 200,
+      body: {
+        ok: true,
+        users: page,
+        next_after_id: page.length === 2 ? page[1].id : null,
+        cursor: "c",
+        resync: false,
+      },
+    };
+  };
+  const maps: ReadonlyMap<number, PresenceUser>[] = [];
+  const seen: Array<{ ids: number[]; resync: boolean }> = [];
+  const unwatch = kit.watch((users, { resync }) => {
+    maps.push(users);
+    seen.push({ ids: [...users.keys()], resync });
+  });
+  await clock.advance(0);
+  await clock.advance(10_000);
+  unwatch();
+  assert.deepEqual(errors, []);
+  assert.deepEqual(client.calls.map((c) => c.body), [
+    { limit: 500 },
+    { limit: 500, after_id: 2 },
+    { limit: 500, cursor: "c" },
+    { limit: 500, cursor: "c", after_id: 1 },
+    // Started over from the resync answer: its pages, without the cursor.
+    { limit: 500, after_id: 2 },
+  ]);
+  assert.deepEqual(seen, [
+    { ids: [1, 2, 3], resync: true },
+    { ids: [1, 2, 3], resync: true },
+  ]);
+  assert.equal(
+    maps[1].get(1)!.status,
+    "online",
+    "the stale delta's page is dropped",
+  );
+  assert.notEqual(maps[0], maps[1]);
+  await clock.advance(10_000);
+  assert.equal(client.calls.length, 5);
+});
+
+Deno.test("PresenceKit.watch: pages whose next_after_id does not go up are reported and read again at the next interval, never in a loop", async () => {
+  const { clock, client, kit, errors } = setup({
+    watchIntervalMs: 10_000,
+    jitter: 0,
+  });
+  client.reply = () =>
+    // A kit that loops fails here instead of hanging the test.
+    client.calls.length > 20 ? { status: 0, body: null } : {
+      status: 200,
+      body: { ok: true, users: [], next_after_id: 5, cursor: "c" },
+    };
+  const unwatch = kit.watch(() => {});
+  await clock.advance(0);
+  assert.equal(client.calls.length, 2);
+  assert.equal(errors[0].code, "bad_page");
+  assert.equal(errors[0].retryInMs, 10_000);
+  unwatch();
 });
 
 Deno.test("PresenceKit.watch: a failed poll is reported and retried without losing the map", async () => {
@@ -838,6 +1053,7 @@ Deno.test("PresenceKit: intervals below their lower bounds are refused, naming t
       ["intervalMs", MIN_INTERVAL_MS - 1],
       ["watchIntervalMs", 0],
       ["backoffBaseMs", 0],
+      ["requestTimeoutMs", 0],
       ["intervalMs", Number.NaN],
     ] as const
   ) {
@@ -850,6 +1066,7 @@ Deno.test("PresenceKit: intervals below their lower bounds are refused, naming t
     intervalMs: MIN_INTERVAL_MS,
     watchIntervalMs: MIN_WATCH_INTERVAL_MS,
     backoffBaseMs: MIN_BACKOFF_MS,
+    requestTimeoutMs: MIN_REQUEST_TIMEOUT_MS,
   });
 });
 
@@ -905,6 +1122,29 @@ Deno.test("PresenceKit tabs: closing one of two tabs of a user sends no offline;
   assert.equal(offlineFetches(a.fetches), 0);
   b.page.close();
   assert.equal(offlineFetches(b.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: a tab back from the back/forward cache counts as open again; a stopped tab stops counting at once", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  const a = tab(bus, clock), b = tab(bus, clock);
+  a.kit.start();
+  b.kit.start();
+  await clock.advance(0);
+  a.page.close(); // into the back/forward cache: "bye"
+  a.page.setHidden(false); // restored
+  await clock.advance(0);
+  b.page.close();
+  assert.equal(offlineFetches(b.fetches), 0, "a is open again");
+
+  const other = new FakeBus(); // another browser: a is not in it
+  const c = tab(other, clock), d = tab(other, clock);
+  c.kit.start();
+  d.kit.start();
+  await clock.advance(0);
+  await c.kit.stop();
+  d.page.close();
+  assert.equal(offlineFetches(d.fetches), 1, "c stopped: d was the last");
 });
 
 Deno.test("PresenceKit tabs: a hidden (paused) tab still counts as open", async () => {
