@@ -1108,16 +1108,21 @@ function tab(bus: FakeBus, clock: FakeClock, notes: TabNotes | null = null) {
   return setup({ clock, tabs: bus.channel(), notes });
 }
 
-const offlineFetches = (fetches: { init: RequestInit }[]) =>
-  fetches.filter((f) => String(f.init.body).includes("offline")).length;
-
-Deno.test("PresenceKit tabs: closing one of two tabs of a user sends no offline; closing the last does", async () => {
+/** Two tabs of one user in one browser (a bus of their own), started. */
+async function twoTabs(clock = new FakeClock()) {
   const bus = new FakeBus();
-  const clock = new FakeClock();
   const a = tab(bus, clock), b = tab(bus, clock);
   a.kit.start();
   b.kit.start();
   await clock.advance(0);
+  return { a, b, clock };
+}
+
+const offlineFetches = (fetches: { init: RequestInit }[]) =>
+  fetches.filter((f) => String(f.init.body).includes("offline")).length;
+
+Deno.test("PresenceKit tabs: closing one of two tabs of a user sends no offline; closing the last does", async () => {
+  const { a, b, clock } = await twoTabs();
   a.page.close();
   assert.equal(offlineFetches(a.fetches), 0);
   b.page.close();
@@ -1125,35 +1130,22 @@ Deno.test("PresenceKit tabs: closing one of two tabs of a user sends no offline;
 });
 
 Deno.test("PresenceKit tabs: a tab back from the back/forward cache counts as open again; a stopped tab stops counting at once", async () => {
-  const bus = new FakeBus();
-  const clock = new FakeClock();
-  const a = tab(bus, clock), b = tab(bus, clock);
-  a.kit.start();
-  b.kit.start();
-  await clock.advance(0);
+  const { a, b, clock } = await twoTabs();
   a.page.close(); // into the back/forward cache: "bye"
   a.page.setHidden(false); // restored
   await clock.advance(0);
   b.page.close();
   assert.equal(offlineFetches(b.fetches), 0, "a is open again");
 
-  const other = new FakeBus(); // another browser: a is not in it
-  const c = tab(other, clock), d = tab(other, clock);
-  c.kit.start();
-  d.kit.start();
-  await clock.advance(0);
+  // In another browser, where a is not.
+  const { a: c, b: d } = await twoTabs(clock);
   await c.kit.stop();
   d.page.close();
   assert.equal(offlineFetches(d.fetches), 1, "c stopped: d was the last");
 });
 
 Deno.test("PresenceKit tabs: a hidden (paused) tab still counts as open", async () => {
-  const bus = new FakeBus();
-  const clock = new FakeClock();
-  const a = tab(bus, clock), b = tab(bus, clock);
-  a.kit.start();
-  b.kit.start();
-  await clock.advance(0);
+  const { a, b, clock } = await twoTabs();
   b.page.setHidden(true);
   await clock.advance(TAB_ALIVE_MS - 1);
   a.page.close();
