@@ -1122,7 +1122,7 @@ const offlineFetches = (fetches: { init: RequestInit }[]) =>
   fetches.filter((f) => String(f.init.body).includes("offline")).length;
 
 Deno.test("PresenceKit tabs: closing one of two tabs of a user sends no offline; closing the last does", async () => {
-  const { a, b, clock } = await twoTabs();
+  const { a, b } = await twoTabs();
   a.page.close();
   assert.equal(offlineFetches(a.fetches), 0);
   b.page.close();
