@@ -717,15 +717,11 @@ export class PresenceKit {
       try {
         answer = await this.#invoke("presence-ping", { state }, token);
       } catch (error) {
-        answer = {
-          status: 0,
-          body: { code: "network", error: _message(error) },
-          retryAfterS: null,
-        };
+        answer = _noAnswer(error);
       }
       if (
         state === "offline" && !scheduled && ++tries < OFFLINE_TRIES &&
-        (answer.status === 0 || answer.status >= 500)
+        _transient(answer)
       ) {
         // An offline that must land (stop, sign-out): tried again after
         // Retry-After (1 s without one, 5 s at most), a few times.
@@ -780,9 +776,8 @@ export class PresenceKit {
       this.#emit("error", error);
       return;
     }
-    const transient = answer.status === 0 || answer.status >= 500;
     if (state === "online" && scheduled && this.#running) {
-      if (transient) {
+      if (_transient(answer)) {
         this.#failures++;
         this.#offlineFailure = answer.status === 0;
         error.retryInMs = this.#backoff(answer.retryAfterS);
@@ -917,14 +912,10 @@ export class PresenceKit {
       w.onChange(w.users, { changed: users, removed, resync });
     } catch (failure) {
       if (w.stopped) return;
-      const answer: _Answer = _isAnswer(failure) ? failure : {
-        status: 0,
-        body: { code: "network", error: _message(failure) },
-        retryAfterS: null,
-      };
+      const answer = _isAnswer(failure) ? failure : _noAnswer(failure);
       w.failures++;
       w.offlineFailure = answer.status === 0;
-      if (answer.status === 0 || answer.status >= 500) {
+      if (_transient(answer)) {
         const saved = this.#failures;
         this.#failures = w.failures;
         wait = this.#backoff(answer.retryAfterS);
@@ -1079,6 +1070,20 @@ function _atLeast(name: string, value: number, min: number): number {
     throw new RangeError(`PresenceKit: ${name} must be at least ${min}`);
   }
   return value;
+}
+
+// What a call that got no answer (a network failure, the deadline) counts as.
+function _noAnswer(error: unknown): _Answer {
+  return {
+    status: 0,
+    body: { code: "network", error: _message(error) },
+    retryAfterS: null,
+  };
+}
+
+// No answer, or the API or a gateway failing: worth trying again later.
+function _transient(answer: _Answer): boolean {
+  return answer.status === 0 || answer.status >= 500;
 }
 
 function _isAnswer(value: unknown): value is _Answer {

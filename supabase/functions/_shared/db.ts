@@ -158,7 +158,19 @@ export function connectionOptions(url: string): ConnectionOptions {
   }
   const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
   if (!host) throw new TypeError("database URL: no host");
-  const params = Object.fromEntries(parsed.searchParams);
+  const params: Partial<Record<_Param, string>> = Object.fromEntries(
+    parsed.searchParams,
+  );
+  const other = Object.keys(params).find((name) =>
+    !(_PARAMS as readonly string[]).includes(name)
+  );
+  if (other !== undefined) {
+    throw new TypeError(
+      `database URL: parameter "${other}" is not read (read: ${
+        _PARAMS.join(", ")
+      }); ${_HINTS[other] ?? "set server settings with options=-c name=value"}`,
+    );
+  }
   const {
     sslmode,
     sslrootcert,
@@ -166,16 +178,7 @@ export function connectionOptions(url: string): ConnectionOptions {
     pgbouncer,
     application_name = "presence-auth-functions",
     options,
-    ...unread
   } = params;
-  const [other] = Object.keys(unread);
-  if (other !== undefined) {
-    throw new TypeError(
-      `database URL: parameter "${other}" is not read (read: ${_READ}); ${
-        _HINTS[other] ?? "set server settings with options=-c name=value"
-      }`,
-    );
-  }
   if (sslrootcert !== undefined && sslrootcert !== "system") {
     throw new TypeError(
       "database URL: sslrootcert can only be system (a function cannot read a certificate file); or use sslmode=require",
@@ -199,8 +202,16 @@ export function connectionOptions(url: string): ConnectionOptions {
   };
 }
 
-const _READ =
-  "sslmode, sslrootcert, connect_timeout, application_name, options, pgbouncer";
+// The parameters read; any other is refused by name.
+const _PARAMS = [
+  "sslmode",
+  "sslrootcert",
+  "connect_timeout",
+  "application_name",
+  "options",
+  "pgbouncer",
+] as const;
+type _Param = typeof _PARAMS[number];
 
 // What to do instead, for parameters of other clients' connection strings.
 const _HINTS: Record<string, string> = {
