@@ -39,6 +39,13 @@ export interface GatewayOptions {
    * ({@linkcode authorizationFor}).
    */
   opaqueKeys?: Readonly<Record<string, string>>;
+  /**
+   * Keys the project has turned off: the legacy anon and service_role keys
+   * once a hosted project disables legacy API keys (the dashboard turns
+   * both off together). `/auth/v1/*` refuses them as `apikey` with 401
+   * `Legacy API keys are disabled`, as the hosted gateway does.
+   */
+  disabledKeys?: readonly string[];
   /** The demo page, for paths under `/demo` (none when absent). */
   demo?: (req: Request) => Promise<Response>;
   /** The local inbox, for paths under `/inbox` (none when absent). */
@@ -58,8 +65,9 @@ const _OPEN_AUTH_PATHS = new Set([
 /**
  * The hosted gateway's answer to an Auth request without a valid `apikey`
  * (header or query parameter), or `null` when it may pass: 401 `No API key
- * found in request` when there is none (or it is empty), 401 `Invalid API
- * key` when it is not one of `keys`. Functions are not checked here: the
+ * found in request` when there is none (or it is empty), 401 `Legacy API
+ * keys are disabled` when it is one of `disabled`, 401 `Invalid API key`
+ * when it is not one of `keys`. Functions are not checked here: the
  * gateway lets `/functions/v1/*` through, and a function with `verify_jwt`
  * checks its bearer token. CORS preflights pass.
  *
@@ -71,6 +79,7 @@ const _OPEN_AUTH_PATHS = new Set([
 export function checkApiKey(
   req: Request,
   keys: readonly string[],
+  disabled: readonly string[] = [],
 ): Response | null {
   const url = new URL(req.url);
   if (req.method === "OPTIONS" || _OPEN_AUTH_PATHS.has(url.pathname)) {
@@ -82,6 +91,12 @@ export function checkApiKey(
       message: "No API key found in request",
       hint: "No `apikey` request header or url param was found.",
     }, { status: 401, headers: _CORS });
+  }
+  if (disabled.includes(key)) {
+    return Response.json({ message: "Legacy API keys are disabled" }, {
+      status: 401,
+      headers: _CORS,
+    });
   }
   if (!keys.includes(key)) {
     return Response.json({
@@ -170,7 +185,7 @@ export function createGateway(
       const refused = checkApiKey(req, [
         ...options.apiKeys,
         ...Object.keys(opaque),
-      ]);
+      ], options.disabledKeys);
       return refused || await options.auth(_withAuthorization(req, opaque));
     }
     if (

@@ -55,6 +55,13 @@ export interface StackOptions {
   /** Extra function environment, applied last. */
   functionEnv?: Record<string, string>;
   /**
+   * Whether the legacy anon and service_role keys are accepted as `apikey`
+   * (default true). `false` stands for a hosted project that has disabled
+   * them: the gateway refuses them, and the functions' environment still
+   * holds them, as the platform's does.
+   */
+  legacyApiKeys?: boolean;
+  /**
    * How the functions run. `"workers"` (what `npm start` asks for): every
    * function under `supabase/functions/` through its deployed `index.ts`,
    * each in a Deno process of its own, reloaded when its files change, as
@@ -278,6 +285,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       isValidJwt: localJwtCheck(signingKey),
       apiKeys: [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY],
       opaqueKeys: LOCAL_OPAQUE_KEYS,
+      disabledKeys: options.legacyApiKeys === false
+        ? [LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY]
+        : [],
       demo: createDemo({ anonKey: LOCAL_ANON_KEY }),
       inbox: inboxPage(inbox),
     });

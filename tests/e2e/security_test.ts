@@ -1059,6 +1059,74 @@ e2eTest(
   },
 );
 
+// ------------------------------------------------- legacy keys turned off
+
+e2eTest(
+  "security: once the project turns its legacy API keys off, the service_role JWT still in the functions' environment makes no trusted caller (401, nothing changed); the secret key still does",
+  async () => {
+    // The platform keeps injecting SUPABASE_SERVICE_ROLE_KEY after legacy
+    // keys are turned off (the usual answer to that key leaking).
+    const off = await startTestStack({ legacyApiKeys: false });
+    try {
+      const u = await off.createUser({
+        row: { correo: null, nombre_usuario: "kept", auth_user_id: true },
+      });
+      const attempt = (headers: Record<string, string>) =>
+        call(off.apiUrl, "auth-sync", {
+          headers: { ...headers, "Content-Type": "application/json" },
+          body: JSON.stringify({
+            action: "update",
+            id: u.rowId,
+            nombre_usuario: "taken-over",
+            password: "attacker-password-1",
+          }),
+        });
+      for (
+        const headers of [
+          { Authorization: `Bearer ${off.serviceRoleKey}` },
+          { apikey: off.serviceRoleKey },
+          {
+            apikey: off.serviceRoleKey,
+            Authorization: `Bearer ${off.serviceRoleKey}`,
+          },
+        ]
+      ) {
+        const res = await attempt(headers);
+        assert.equal(res.status, 401, JSON.stringify(headers).slice(0, 20));
+        assert.equal(res.body.code, "invalid_token");
+        assert.equal(res.body.error, "Legacy API keys are disabled");
+      }
+      const [row] = await off.sql`
+        select nombre_usuario from public.usuarios where id = ${u.rowId}`;
+      assert.equal(row.nombre_usuario, "kept");
+      const signIn = await off.anon().auth.signInWithPassword({
+        email: u.email,
+        password: "attacker-password-1",
+      });
+      assert.ok(signIn.error, "the password was not changed");
+
+      // The project's secret key is still a trusted caller, and the
+      // functions serve users through the publishable key.
+      const office = await call(off.apiUrl, "auth-sync", {
+        headers: { apikey: off.secretKey, "Content-Type": "application/json" },
+        body: JSON.stringify({
+          action: "update",
+          id: u.rowId,
+          nombre_usuario: "renamed",
+        }),
+      });
+      assert.equal(office.status, 200, JSON.stringify(office.body));
+      const ping = await invoke(u.client, "presence-ping", {
+        body: { state: "online" },
+      });
+      assert.equal(ping.status, 200);
+      assert.equal(ping.body.user.id, u.rowId);
+    } finally {
+      await off.close();
+    }
+  },
+);
+
 // ------------------------------------------------- legacy shape, last
 
 e2eTest(

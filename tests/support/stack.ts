@@ -35,9 +35,15 @@ export interface TestStack {
   readonly signingKey: SigningKey;
   /** Direct connection to the stack's database, as the test's own eyes. */
   readonly sql: postgres.Sql;
-  /** A fresh anon supabase-js client (no session persisted). */
+  /**
+   * A fresh anon supabase-js client (no session persisted); with the
+   * publishable key where the legacy keys are off.
+   */
   anon(): SupabaseClient;
-  /** A supabase-js client with the service role key (admin API). */
+  /**
+   * A supabase-js client with the service role key (admin API); with the
+   * secret key where the legacy keys are off.
+   */
   admin(): SupabaseClient;
   /**
    * Serves the same function handlers with an environment changed by
@@ -99,6 +105,8 @@ export async function startTestStack(
     functionEnv?: Record<string, string>;
     /** Sign-ups wait for email confirmation (`mailer_autoconfirm` off). */
     emailConfirmations?: boolean;
+    /** `false`: the project has disabled its legacy API keys. */
+    legacyApiKeys?: boolean;
   } = {},
 ): Promise<TestStack> {
   refuseForeignTarget();
@@ -116,6 +124,7 @@ export async function startTestStack(
     databaseUrl: db?.url,
     functionEnv: options.functionEnv,
     emailConfirmations: options.emailConfirmations,
+    legacyApiKeys: options.legacyApiKeys,
     seedIdentities: false,
   });
   const { apiUrl, dbUrl, anonKey, serviceRoleKey, publishableKey, secretKey } =
@@ -133,7 +142,11 @@ export async function startTestStack(
         detectSessionInUrl: false,
       },
     });
-  const admin = client(serviceRoleKey);
+  // A project with its legacy keys off works with the new ones.
+  const legacyOff = options.legacyApiKeys === false;
+  const userKey = legacyOff ? publishableKey : anonKey;
+  const adminKey = legacyOff ? secretKey : serviceRoleKey;
+  const admin = client(adminKey);
   return {
     apiUrl,
     dbUrl,
@@ -143,7 +156,7 @@ export async function startTestStack(
     secretKey,
     signingKey,
     sql,
-    anon: () => client(anonKey),
+    anon: () => client(userKey),
     reopenFunctionPools: () => functionDeps.close(),
     withFunctionEnv: (overrides) =>
       Promise.resolve(serveFunctions({
@@ -155,7 +168,7 @@ export async function startTestStack(
         secretKey: secretKey || undefined,
         overrides,
       }, (req) => forwardTo(apiUrl, req))),
-    admin: () => client(serviceRoleKey),
+    admin: () => client(adminKey),
     async createUser(opts = {}) {
       const email = opts.email ??
         `u${crypto.randomUUID().slice(0, 12)}@test.local`;
@@ -164,7 +177,7 @@ export async function startTestStack(
       const stamp = opts.adminVerified
         ? { app_metadata: { [ADMIN_STAMP]: email } }
         : {};
-      const userClient = client(anonKey);
+      const userClient = client(userKey);
       let id: string;
       if (confirmed === "by-mail") {
         id = await signUpByMail(userClient, apiUrl, email, password);

@@ -73,12 +73,26 @@ export interface ServerCaller {
 }
 
 /**
+ * Whether the project still accepts a legacy key: `null` when it does, or
+ * the refusal's message (the hosted gateway answers a disabled legacy key
+ * with 401 `Legacy API keys are disabled`).
+ */
+export type KeyRefusal = (key: string) => Promise<string | null>;
+
+/**
  * Whether the request comes from a trusted server: the `apikey` header or
  * the `Authorization: Bearer` token is one of `env.secretKeys` (compared in
  * constant time). supabase-js created with a secret key sends it as
  * `apikey` only; a hand-written call may send it as a bearer token too.
  *
- * Refused with 401 `invalid_token` (`error: "Invalid API key"`), as
+ * The legacy service role key is trusted only while the project accepts it
+ * (`keyRefusal`, Auth's answer to the key itself): a project that turns its
+ * legacy keys off, often because that key leaked, still finds the old JWT
+ * in `SUPABASE_SERVICE_ROLE_KEY` (the platform keeps injecting it), and
+ * nothing in front of a `verify_jwt = false` function would stop it.
+ * Refused with 401 `invalid_token` and the project's own message.
+ *
+ * Also refused with 401 `invalid_token` (`error: "Invalid API key"`), as
  * Supabase's gateway refuses an unknown key: an `sb_secret_…` key in either
  * header that is not one of the project's, and an `sb_` bearer token that is
  * no key of the project. A publishable key as bearer token is answered as
@@ -88,13 +102,15 @@ export interface ServerCaller {
  *
  * @example
  * ```ts
- * const server = serverCaller(req, env); // { via: "secret_key" } or null
+ * const server = await serverCaller(req, env, (key) => deps.keyRefusal(key, env));
+ * // { via: "secret_key" } or null
  * ```
  */
-export function serverCaller(
+export async function serverCaller(
   req: Request,
   env: FunctionEnv,
-): ServerCaller | null {
+  keyRefusal: KeyRefusal,
+): Promise<ServerCaller | null> {
   const header = req.headers.get("authorization");
   const bearer = header?.startsWith("Bearer ")
     ? header.slice("Bearer ".length).trim()
@@ -102,9 +118,10 @@ export function serverCaller(
   const apikey = req.headers.get("apikey")?.trim() || null;
   for (const presented of [bearer, apikey]) {
     if (presented && env.secretKeys.some((k) => _sameKey(presented, k))) {
-      return {
-        via: presented.startsWith("sb_") ? "secret_key" : "service_role_key",
-      };
+      if (presented.startsWith("sb_")) return { via: "secret_key" };
+      const refused = await keyRefusal(presented);
+      if (refused !== null) throw _invalidToken(refused);
+      return { via: "service_role_key" };
     }
   }
   if (
@@ -317,6 +334,7 @@ export const SETTINGS_TTL_MS = 60_000;
 export class AuthSettings {
   readonly #now: () => number;
   readonly #cache = new Map<string, { autoconfirm: boolean; until: number }>();
+  readonly #keys = new Map<string, { refusal: string | null; until: number }>();
 
   /** Settings whose answers expire by the clock `now` (ms since the epoch). */
   constructor(now: () => number) {
@@ -360,4 +378,56 @@ export class AuthSettings {
     });
     return autoconfirm;
   }
+
+  /**
+   * Whether the project accepts `key` as a service key: `null` when Auth's
+   * admin API answers a request made with it (as `apikey` and bearer, as
+   * supabase-js sends a key), else the refusal's message (`Legacy API keys
+   * are disabled` once the project turns them off). Each answer is kept
+   * {@linkcode SETTINGS_TTL_MS}, so turning the keys off takes effect within
+   * a minute. Auth that cannot answer gives 503 `idp_unavailable`.
+   *
+   * @example
+   * ```ts
+   * const refused = await settings.keyRefusal(env, presentedKey); // null: accepted
+   * ```
+   */
+  async keyRefusal(env: FunctionEnv, key: string): Promise<string | null> {
+    const id = `${env.supabaseUrl}\n${key}`;
+    const cached = this.#keys.get(id);
+    if (cached && cached.until > this.#now()) return cached.refusal;
+    let refusal: string | null;
+    try {
+      // The cheapest admin call; its answer is all that is read.
+      const res = await fetch(
+        `${env.supabaseUrl}/auth/v1/admin/users?page=1&per_page=1`,
+        {
+          headers: { apikey: key, Authorization: `Bearer ${key}` },
+          signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS),
+        },
+      );
+      if (res.status === 401 || res.status === 403) {
+        const body = await res.json().catch(() => ({}));
+        refusal = _refusalMessage(body) ?? "Invalid API key";
+      } else if (res.ok) {
+        await res.body?.cancel();
+        refusal = null;
+      } else {
+        await res.body?.cancel();
+        throw new Error(`Auth admin API answered ${res.status}`);
+      }
+    } catch (error) {
+      throw providerUnavailable(error);
+    }
+    this.#keys.set(id, { refusal, until: this.#now() + SETTINGS_TTL_MS });
+    return refusal;
+  }
+}
+
+// The gateway words a refusal `message`, Auth `msg`; neither is a secret.
+function _refusalMessage(body: unknown): string | null {
+  if (typeof body !== "object" || body === null) return null;
+  const { message, msg } = body as { message?: unknown; msg?: unknown };
+  const text = typeof message === "string" ? message : msg;
+  return typeof text === "string" && text.length <= 200 ? text : null;
 }

@@ -51,9 +51,9 @@ function keyed(headers: Record<string, string>): Request {
   });
 }
 
-function refusal(fn: () => unknown): unknown {
+async function refusal(fn: () => Promise<unknown>): Promise<unknown> {
   try {
-    fn();
+    await fn();
   } catch (error) {
     assert.ok(error instanceof HttpError);
     return { status: error.status, code: error.code, ...error.extra };
@@ -61,45 +61,100 @@ function refusal(fn: () => unknown): unknown {
   assert.fail("not refused");
 }
 
-Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy service role key makes a trusted caller", () => {
+// What the project says of a legacy key, with the keys it was asked about.
+function project(refusal: string | null) {
+  const asked: string[] = [];
+  const keyRefusal = (key: string) => {
+    asked.push(key);
+    return Promise.resolve(refusal);
+  };
+  return { asked, keyRefusal };
+}
+
+const ACCEPTS = project(null).keyRefusal;
+
+Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy service role key the project accepts makes a trusted caller", async () => {
+  const accepting = project(null);
   assert.deepEqual(
-    serverCaller(keyed({ apikey: "sb_secret_two" }), KEYED_ENV),
-    {
-      via: "secret_key",
-    },
-  );
-  assert.deepEqual(
-    serverCaller(
-      keyed({ Authorization: "Bearer sb_secret_one", apikey: "sb_secret_one" }),
+    await serverCaller(
+      keyed({ apikey: "sb_secret_two" }),
       KEYED_ENV,
+      accepting.keyRefusal,
     ),
     { via: "secret_key" },
   );
   assert.deepEqual(
-    serverCaller(
+    await serverCaller(
+      keyed({ Authorization: "Bearer sb_secret_one", apikey: "sb_secret_one" }),
+      KEYED_ENV,
+      accepting.keyRefusal,
+    ),
+    { via: "secret_key" },
+  );
+  // Secret keys are the project's own: nobody is asked about them.
+  assert.deepEqual(accepting.asked, []);
+  assert.deepEqual(
+    await serverCaller(
       keyed({ Authorization: "Bearer legacy.service.jwt" }),
       KEYED_ENV,
+      accepting.keyRefusal,
     ),
     { via: "service_role_key" },
   );
+  assert.deepEqual(accepting.asked, ["legacy.service.jwt"]);
 });
 
-Deno.test("serverCaller: a user's token, with or without the publishable apikey, is no server", () => {
-  assert.equal(
-    serverCaller(keyed({ Authorization: "Bearer a.b.c" }), KEYED_ENV),
-    null,
-  );
-  assert.equal(
-    serverCaller(
-      keyed({ Authorization: "Bearer a.b.c", apikey: "sb_publishable_pub" }),
+Deno.test("serverCaller: the legacy service role key, still in the environment after the project turned legacy keys off, gives 401 with the project's message", async () => {
+  const off = project("Legacy API keys are disabled");
+  for (
+    const headers of [
+      { Authorization: "Bearer legacy.service.jwt" } as Record<string, string>,
+      { apikey: "legacy.service.jwt" },
+    ]
+  ) {
+    assert.deepEqual(
+      await refusal(() =>
+        serverCaller(keyed(headers), KEYED_ENV, off.keyRefusal)
+      ),
+      {
+        status: 401,
+        code: "invalid_token",
+        error: "Legacy API keys are disabled",
+      },
+    );
+  }
+  // The secret keys still make a trusted caller.
+  assert.deepEqual(
+    await serverCaller(
+      keyed({ apikey: "sb_secret_one" }),
       KEYED_ENV,
+      off.keyRefusal,
+    ),
+    { via: "secret_key" },
+  );
+});
+
+Deno.test("serverCaller: a user's token, with or without the publishable apikey, is no server", async () => {
+  assert.equal(
+    await serverCaller(
+      keyed({ Authorization: "Bearer a.b.c" }),
+      KEYED_ENV,
+      ACCEPTS,
     ),
     null,
   );
-  assert.equal(serverCaller(keyed({}), KEYED_ENV), null);
+  assert.equal(
+    await serverCaller(
+      keyed({ Authorization: "Bearer a.b.c", apikey: "sb_publishable_pub" }),
+      KEYED_ENV,
+      ACCEPTS,
+    ),
+    null,
+  );
+  assert.equal(await serverCaller(keyed({}), KEYED_ENV, ACCEPTS), null);
 });
 
-Deno.test("serverCaller: an unknown sb_ key gives 401 Invalid API key, the publishable key as bearer missing sub claim", () => {
+Deno.test("serverCaller: an unknown sb_ key gives 401 Invalid API key, the publishable key as bearer missing sub claim", async () => {
   for (
     const headers of [
       { apikey: "sb_secret_nope" } as Record<string, string>,
@@ -108,17 +163,21 @@ Deno.test("serverCaller: an unknown sb_ key gives 401 Invalid API key, the publi
       { Authorization: "Bearer sb_secret_one2" },
     ]
   ) {
-    assert.deepEqual(refusal(() => serverCaller(keyed(headers), KEYED_ENV)), {
-      status: 401,
-      code: "invalid_token",
-      error: "Invalid API key",
-    });
+    assert.deepEqual(
+      await refusal(() => serverCaller(keyed(headers), KEYED_ENV, ACCEPTS)),
+      {
+        status: 401,
+        code: "invalid_token",
+        error: "Invalid API key",
+      },
+    );
   }
   assert.deepEqual(
-    refusal(() =>
+    await refusal(() =>
       serverCaller(
         keyed({ Authorization: "Bearer sb_publishable_pub" }),
         KEYED_ENV,
+        ACCEPTS,
       )
     ),
     {

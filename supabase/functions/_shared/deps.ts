@@ -41,6 +41,14 @@ export interface FunctionDeps {
   readonly authAdmin: (env: FunctionEnv) => AuthAdmin;
   /** Whether Auth confirms sign-ups at once (`mailer_autoconfirm`). */
   readonly autoconfirms: (env: FunctionEnv) => Promise<boolean>;
+  /**
+   * Whether the project still accepts a legacy service key: `null`, or the
+   * refusal's message (`AuthSettings.keyRefusal`).
+   */
+  readonly keyRefusal: (
+    key: string,
+    env: FunctionEnv,
+  ) => Promise<string | null>;
   /** The clock, in ms since the epoch, by which every time rule is judged. */
   readonly now: () => number;
 }
@@ -89,6 +97,7 @@ export function createDeps(options: DepsOptions = {}): OwnedDeps {
     verifyLocally: (token, env) => keys.verify(token, env),
     authAdmin: (env) => clients.client(env, "service").auth.admin,
     autoconfirms: (env) => settings.autoconfirms(env),
+    keyRefusal: (key, env) => settings.keyRefusal(env, key),
     now,
     forgetVerifiedTokens: () => keys.forgetVerified(),
     close: () => pools.close(),

@@ -78,6 +78,48 @@ Deno.test("createDeps: Auth's settings answer is kept SETTINGS_TTL_MS by the inj
   }
 });
 
+Deno.test("createDeps: keyRefusal asks Auth's admin API with the key itself, passes a refusal's message on, and keeps each answer SETTINGS_TTL_MS", async () => {
+  let legacyOff = false;
+  const seen: (string | null)[] = [];
+  const auth = loopback((req) => {
+    seen.push(req.headers.get("apikey"));
+    if (req.headers.get("apikey") === "gone") {
+      return Response.json({ message: "boom" }, { status: 503 });
+    }
+    return legacyOff
+      ? Response.json({ message: "Legacy API keys are disabled" }, {
+        status: 401,
+      })
+      : Response.json({ users: [], aud: "authenticated" });
+  });
+  const t0 = Date.now();
+  let offset = 0;
+  const deps = createDeps({ now: () => t0 + offset });
+  const env = envFor(auth.url);
+  try {
+    assert.equal(await deps.keyRefusal("service", env), null);
+    legacyOff = true;
+    offset = SETTINGS_TTL_MS - 1;
+    assert.equal(await deps.keyRefusal("service", env), null, "kept");
+    offset = SETTINGS_TTL_MS;
+    assert.equal(
+      await deps.keyRefusal("service", env),
+      "Legacy API keys are disabled",
+    );
+    assert.equal(auth.hits["/auth/v1/admin/users"], 2);
+    assert.deepEqual(seen, ["service", "service"]);
+    // Auth that cannot answer is an outage, not a refusal, and is not kept.
+    await assert.rejects(
+      () => deps.keyRefusal("gone", env),
+      (e: unknown) => e instanceof HttpError && e.code === "idp_unavailable",
+    );
+    await assert.rejects(() => deps.keyRefusal("gone", env));
+    assert.equal(auth.hits["/auth/v1/admin/users"], 4);
+  } finally {
+    await auth.close();
+  }
+});
+
 Deno.test("createDeps: authenticate judges Auth's banned_until by the injected clock", async () => {
   const t0 = Date.now();
   const bannedUntil = new Date(t0 + 3_600_000).toISOString();

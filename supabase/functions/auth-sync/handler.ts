@@ -50,7 +50,11 @@ export async function authSync(
   let identity: Identity;
   const sql = deps.database(ctx.env, req.signal);
   try {
-    const server = serverCaller(req, ctx.env);
+    const server = await serverCaller(
+      req,
+      ctx.env,
+      (key) => deps.keyRefusal(key, ctx.env),
+    );
     if (server) {
       const actor: Actor = { kind: server.via, id: null, email: null };
       return await _serve(req, ctx, sql, deps, actor);
