@@ -24,6 +24,63 @@
 -- Adoption (docs/adoption.md): the triggers add no column, constraint or
 -- lock to usuarios and refuse no write; they cost one upsert per written
 -- row (docs/performance.md, "Reading presence").
+-- An adopted table is checked first, before anything here exists: the
+-- triggers below log every written id as a bigint, so on a table whose id
+-- is not an integer (a uuid profile table) they would fail every write the
+-- app makes, sign-ups through a handle_new_user trigger included. Columns
+-- the functions read or write in a type they cannot use (an enum state, a
+-- text auth_user_id or ultimo_acceso) would fail every ping instead. Either
+-- way the push stops here, naming each column and how to retype it; the
+-- table, and every write the app makes to it, stay as they were.
+do $$
+declare
+  _problems text[] := '{}';
+  _hints text[] := '{}';
+  _c record;
+begin
+  if pg_catalog.to_regclass('public.usuarios') is null then
+    return;
+  end if;
+  for _c in
+    select a.attname::text as name,
+           pg_catalog.format_type(a.atttypid, a.atttypmod) as shown,
+           b.oid as base, b.typcategory as category
+    from pg_catalog.pg_attribute a
+    join pg_catalog.pg_type t on t.oid = a.atttypid
+    -- A domain counts as the type it is over.
+    join pg_catalog.pg_type b
+      on b.oid = case when t.typtype = 'd' then t.typbasetype else t.oid end
+    where a.attrelid = 'public.usuarios'::pg_catalog.regclass
+      and a.attnum > 0 and not a.attisdropped
+      and a.attname in ('id', 'auth_user_id', 'ultimo_acceso', 'presence_state')
+    order by a.attnum
+  loop
+    if _c.name = 'id' and _c.base not in ('int2'::pg_catalog.regtype,
+        'int4'::pg_catalog.regtype, 'int8'::pg_catalog.regtype) then
+      _problems := pg_catalog.array_append(_problems, pg_catalog.format('id is %s, not an integer', _c.shown));
+      _hints := pg_catalog.array_append(_hints, 'the functions need an integer id (smallint, integer or bigint): they log ids and answer them as numbers');
+    elsif _c.name = 'auth_user_id' and _c.base <> 'uuid'::pg_catalog.regtype then
+      _problems := pg_catalog.array_append(_problems, pg_catalog.format('auth_user_id is %s, not uuid', _c.shown));
+      _hints := pg_catalog.array_append(_hints, 'alter table public.usuarios alter column auth_user_id type uuid using auth_user_id::uuid');
+    elsif _c.name = 'ultimo_acceso' and _c.base not in (
+        'timestamptz'::pg_catalog.regtype, 'timestamp'::pg_catalog.regtype) then
+      _problems := pg_catalog.array_append(_problems, pg_catalog.format('ultimo_acceso is %s, not a timestamp', _c.shown));
+      _hints := pg_catalog.array_append(_hints, 'alter table public.usuarios alter column ultimo_acceso type timestamptz using ultimo_acceso::timestamptz');
+    elsif _c.name = 'presence_state' and _c.category <> 'S' then
+      _problems := pg_catalog.array_append(_problems, pg_catalog.format('presence_state is %s, not text', _c.shown));
+      _hints := pg_catalog.array_append(_hints, 'alter table public.usuarios alter column presence_state type text');
+    end if;
+  end loop;
+  if pg_catalog.cardinality(_problems) > 0 then
+    raise exception 'public.usuarios cannot be adopted as it is: %',
+      pg_catalog.array_to_string(_problems, '; ')
+      using errcode = '42804',
+            hint = pg_catalog.array_to_string(_hints, '; ') ||
+              '. Nothing was changed (docs/adoption.md, "Column types").';
+  end if;
+end
+$$;
+
 create schema if not exists presence;
 
 -- Created once, in a block: CREATE INDEX IF NOT EXISTS would take its lock

@@ -14,6 +14,7 @@ import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { generateSigningKey, type SigningKey } from "../../local/auth/mod.ts";
 import { bootstrapDatabase } from "../../local/db/bootstrap.ts";
+import { pushMigrations } from "../../local/migrate.ts";
 import { StartError } from "../../local/start_error.ts";
 import { type Stack, startStack } from "../../local/stack.ts";
 import { UNINDEXED_AUTH_USER_ID } from "../../supabase/functions/_shared/columns.ts";
@@ -404,6 +405,74 @@ e2eTest(
     } finally {
       await sql.end();
       await db.close();
+    }
+  },
+);
+
+e2eTest(
+  "adopt: a table whose columns the functions cannot use (a uuid id; a varchar auth_user_id, text ultimo_acceso, enum presence_state) stops the push before the triggers, naming each column, and the app's writes keep working",
+  async () => {
+    const cases = [{
+      setup: `
+        create table public.usuarios (
+          id uuid primary key default gen_random_uuid(),
+          correo text, nombre_usuario text, rol text,
+          ultimo_acceso timestamptz, presence_state text
+        );`,
+      named: ["id is uuid, not an integer"],
+    }, {
+      setup: `
+        create type public.estado as enum ('online', 'offline', 'away');
+        create domain public.iso_time as text;
+        create table public.usuarios (
+          id serial primary key,
+          correo text, nombre_usuario text, rol text,
+          auth_user_id varchar(36),
+          ultimo_acceso public.iso_time,
+          presence_state public.estado
+        );`,
+      named: [
+        "auth_user_id is character varying(36), not uuid",
+        "ultimo_acceso is iso_time, not a timestamp",
+        "presence_state is estado, not text",
+      ],
+    }];
+    for (const { setup, named } of cases) {
+      const db = await createTestDatabase();
+      const sql = postgres(db.url, {
+        max: 1,
+        prepare: false,
+        onnotice: () => {},
+      });
+      try {
+        await bootstrapDatabase(db.url);
+        await sql.unsafe(setup);
+        const refused = await pushMigrations(db.url, { includeSeed: false })
+          .then(() => null, (e: unknown) => e);
+        assert.ok(refused instanceof StartError, String(refused));
+        assert.match(refused.message, /20261124020000_create_presence_changes/);
+        assert.match(refused.message, /cannot be adopted as it is/);
+        for (const part of named) {
+          assert.ok(refused.message.includes(part), refused.message);
+        }
+        // Nothing of that file exists, and the app writes as before.
+        const [{ changes, triggers }] = await sql`
+          select pg_catalog.to_regclass('presence.changes') is not null as changes,
+                 (select count(*)::int from pg_catalog.pg_trigger
+                  where tgrelid = 'public.usuarios'::regclass
+                    and not tgisinternal) as triggers`;
+        assert.deepEqual({ changes, triggers }, {
+          changes: false,
+          triggers: 0,
+        });
+        await sql.unsafe(`
+          insert into public.usuarios (correo, rol) values ('app@x.test', 'user');
+          update public.usuarios set rol = 'admin' where correo = 'app@x.test';
+          delete from public.usuarios where correo = 'app@x.test';`);
+      } finally {
+        await sql.end();
+        await db.close();
+      }
     }
   },
 );
