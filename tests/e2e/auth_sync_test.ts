@@ -1615,6 +1615,51 @@ async function intents(targetId: number) {
 }
 
 e2eTest(
+  "auth-sync: an update whose caller goes away while Auth changes the account still writes the row, settles its intent, audits it once and frees the lease",
+  async () => {
+    const tab = new AbortController();
+    const proxy = authProxy(async (_req, forward) => {
+      const applied = await forward();
+      // The administrator's tab closes while Auth answers; the answer
+      // reaches the function after its server has seen the connection go.
+      tab.abort();
+      await new Promise((r) => setTimeout(r, 300));
+      return applied;
+    });
+    await withServed({ SUPABASE_URL: proxy.url }, [proxy], async (apiUrl) => {
+      const u = await linkedUser("abandoned");
+      const newEmail = uniqueEmail("abandoned-new");
+      await fetch(`${apiUrl}/functions/v1/auth-sync`, {
+        method: "POST",
+        signal: tab.signal,
+        headers: {
+          Authorization: `Bearer ${admin.token}`,
+          "Content-Type": "application/json",
+        },
+        body: JSON.stringify({
+          action: "update",
+          id: u.rowId,
+          email: newEmail,
+        }),
+      }).then((res) => res.body?.cancel(), () => {});
+      assert.ok(tab.signal.aborted, "the caller left before the answer");
+      // Nobody is told when the function is done: wait for its last step.
+      const released = async () =>
+        (await stack.sql`
+          select 1 from public.auth_sync_leases where target_id = ${u.rowId}`)
+            .length === 0 && (await auditRows(u.rowId!)).length > 0;
+      for (let i = 0; i < 100 && !(await released()); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await assertConverged(u, newEmail, [["ok", null, ["email"]]]);
+      assert.deepEqual(await intents(u.rowId!), [
+        { outcome: "applied", settled: true, fields: ["email"] },
+      ]);
+    });
+  },
+);
+
+e2eTest(
   "auth-sync: a row write whose COMMIT answer is lost is read back, not undone: 200, row and account hold the new email",
   async () => {
     const db = commitAnswerDroppingProxy(stack.dbUrl);
@@ -1810,6 +1855,65 @@ e2eTest(
     }]);
   },
 );
+
+// PostgreSQL only: PGlite is one session, where a held lock holds everyone.
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  e2eTest(
+    "auth-sync: an open intent whose row the app holds locked while reconcile settles it stays open (503 db_timeout), and the next reconcile applies it",
+    async () => {
+      const u = await linkedUser("held-intent");
+      const newEmail = uniqueEmail("held-new");
+      // A dead call's trace: Auth holds the email it set, the row does not.
+      await stack.admin().auth.admin.updateUserById(u.id, {
+        email: newEmail,
+        email_confirm: true,
+      });
+      await stack.sql`
+        insert into public.auth_sync_intents
+          (id, target_id, holder, kind, account_id, fields, old_email, new_email,
+           row_set, actor_kind, actor_auth_user_id, actor_email)
+        values (${crypto.randomUUID()}::uuid, ${u.rowId}, ${crypto.randomUUID()}::uuid,
+                'update', ${u.id}::uuid, array['email'], ${u.email}, ${newEmail},
+                ${
+        stack.sql.json({ correo: newEmail })
+      }, 'user', ${admin.id}::uuid,
+                ${admin.email})`;
+      const page = { action: "reconcile", after_id: u.rowId! - 1, limit: 1 };
+      // The app's own transaction holds the row past the 1 s lock wait.
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => locked = r);
+      let release!: () => void;
+      const released = new Promise<void>((r) => release = r);
+      const app = stack.sql.begin(async (tx) => {
+        await tx`select 1 from public.usuarios where id = ${u.rowId} for update`;
+        locked();
+        await released;
+      });
+      await isLocked;
+      const busy = await authSync(admin, page).finally(release);
+      await app;
+      assert.equal(busy.status, 503, JSON.stringify(busy.body));
+      assert.equal(busy.body.code, "db_timeout");
+      assert.equal(busy.headers.get("retry-after"), "1");
+      assert.equal((await row(u.rowId!)).correo, u.email);
+      assert.deepEqual(await intents(u.rowId!), [
+        { outcome: null, settled: false, fields: ["email"] },
+      ]);
+      // The lease of the refused call lapses before anyone settles again.
+      await stack.sql`
+        update public.auth_sync_leases set expires_at = now() - interval '1 second'
+        where target_id = ${u.rowId}`;
+      const settled = await authSync(admin, page);
+      assert.equal(settled.status, 200, JSON.stringify(settled.body));
+      await assertConverged(u, newEmail, [["ok", "settled_applied", [
+        "email",
+      ]]]);
+      assert.deepEqual(await intents(u.rowId!), [
+        { outcome: "applied", settled: true, fields: ["email"] },
+      ]);
+    },
+  );
+}
 
 e2eTest(
   "auth-sync: an open intent whose row can no longer take the account's email is settled left_changed, audited, and stops blocking the row",

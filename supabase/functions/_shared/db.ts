@@ -543,6 +543,36 @@ export function asDbTimeout(error: unknown): HttpError | null {
   return null;
 }
 
+// Conditions that say nothing about the statement itself: run again later,
+// it may succeed.
+const _TRANSIENT_CODES = new Set([
+  ..._TIMEOUT_CODES,
+  "40001",
+  "40P01",
+  "53300",
+  "57P01",
+  "57P03",
+]);
+
+/**
+ * Whether a failure may pass if the statement is run again later: a
+ * timeout, a lock not granted, a serialization failure or deadlock, too
+ * many connections, a server starting or shutting down, a connection lost
+ * or refused (SQLSTATE class 08 included). Anything else (a constraint, a
+ * value the column cannot hold, an app's trigger) is about the statement.
+ *
+ * @example
+ * ```ts
+ * if (isTransient(error)) throw error; // leave it for the next attempt
+ * ```
+ */
+export function isTransient(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code !== "string") return false;
+  return _TRANSIENT_CODES.has(code) || _CONNECTION_CODES.has(code) ||
+    code.startsWith("08");
+}
+
 /** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */
 export function isUndefinedColumn(error: unknown): boolean {
   return error instanceof postgres.PostgresError && error.code === "42703";

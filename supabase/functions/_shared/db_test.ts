@@ -6,6 +6,7 @@ import {
   bounded,
   connectionOptions,
   DB_RETRY_AFTER_S,
+  isTransient,
   poolOf,
   Pools,
   publicDbError,
@@ -187,6 +188,35 @@ Deno.test("asDbTimeout: a statement timeout or lock timeout, even wrapped, is 50
     null,
   );
   assert.equal(asDbTimeout(new Error("x")), null);
+});
+
+Deno.test("isTransient: timeouts, lock waits, serialization failures, deadlocks and lost connections may pass later; constraint, value and trigger errors never", () => {
+  const pg = (code: string) =>
+    new postgres.PostgresError({ message: code, code } as unknown as string);
+  for (
+    const code of [
+      "57014",
+      "55P03",
+      "40001",
+      "40P01",
+      "53300",
+      "57P01",
+      "08006",
+    ]
+  ) assert.equal(isTransient(pg(code)), true, code);
+  for (const code of ["23505", "23514", "22001", "P0001", "42703"]) {
+    assert.equal(isTransient(pg(code)), false, code);
+  }
+  // postgres.js's own errors carry the code without being PostgresErrors.
+  for (const code of ["CONNECTION_CLOSED", "ECONNRESET", "57014"]) {
+    assert.equal(
+      isTransient(Object.assign(new Error(code), { code })),
+      true,
+      code,
+    );
+  }
+  assert.equal(isTransient(new Error("x")), false);
+  assert.equal(isTransient(null), false);
 });
 
 Deno.test("remember: every request's view of a Pools' pool shares the pool's memory; another Pools, another URL or a bare pool share none", async () => {

@@ -48,7 +48,11 @@ export async function authSync(
   deps: FunctionDeps,
 ): Promise<Response> {
   let identity: Identity;
-  const sql = deps.database(ctx.env, req.signal);
+  // Not tied to the request's signal: once Auth has changed an account, the
+  // row write, the intent, the audit row and the lease release must follow
+  // whether or not the caller is still there (a closed tab would otherwise
+  // leave Auth and the row apart). Statements stay bounded by their timeout.
+  const sql = deps.database(ctx.env);
   try {
     const server = await serverCaller(
       req,

@@ -12,7 +12,7 @@
  * @module
  */
 import type postgres from "postgres";
-import type { Sql } from "../_shared/db.ts";
+import { isTransient, type Sql } from "../_shared/db.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import { findAccounts, findCreatedAccount } from "./accounts.ts";
 import { type Actor, type Field, writeAudit } from "./audit.ts";
@@ -165,7 +165,10 @@ export interface Settled {
  * - an account holding neither: `superseded`, the row is left alone;
  * - only a password was sent: `unknown`, audited as a partial failure;
  * - the row cannot follow (another row took the email meanwhile):
- *   `left_changed`, audited as a partial failure, listed by reconcile.
+ *   `left_changed`, audited as a partial failure, listed by reconcile;
+ * - the row could not be written for now (a lock the app holds, a timeout,
+ *   a lost connection: {@linkcode isTransient}): the error is thrown and
+ *   the intent stays open for the next update or reconcile.
  *
  * @example
  * ```ts
@@ -275,7 +278,9 @@ async function _settleOne(
     await _record(sql, lease, intent, outcome, rowSet, fields);
     return outcome;
   } catch (error) {
-    if (!rowSet) throw error;
+    // A lock held by the app, a timeout or a lost connection says nothing
+    // of the row: the intent stays open for the next update or reconcile.
+    if (!rowSet || isTransient(error)) throw error;
     // The row cannot follow (e.g. another row took that email meanwhile):
     // Auth keeps the change, the audit says so, and reconcile's report
     // lists the row. The intent must not stay open, or every later update
