@@ -1081,16 +1081,13 @@ e2eTest(
             password: "attacker-password-1",
           }),
         });
-      for (
-        const headers of [
-          { Authorization: `Bearer ${off.serviceRoleKey}` },
-          { apikey: off.serviceRoleKey },
-          {
-            apikey: off.serviceRoleKey,
-            Authorization: `Bearer ${off.serviceRoleKey}`,
-          },
-        ]
-      ) {
+      const bearer = `Bearer ${off.serviceRoleKey}`;
+      const ways: Record<string, string>[] = [
+        { Authorization: bearer },
+        { apikey: off.serviceRoleKey },
+        { apikey: off.serviceRoleKey, Authorization: bearer },
+      ];
+      for (const headers of ways) {
         const res = await attempt(headers);
         assert.equal(res.status, 401, JSON.stringify(headers).slice(0, 20));
         assert.equal(res.body.code, "invalid_token");
