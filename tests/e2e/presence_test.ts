@@ -10,6 +10,7 @@ import {
   CursorKeys,
   sealCursor,
 } from "../../supabase/functions/presence/cursor.ts";
+import { CHANGES_BOUND_PAGES } from "../../supabase/functions/presence/query.ts";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, invoke } from "../support/invoke.ts";
@@ -506,6 +507,47 @@ e2eTest(
     ]);
     const next = await read(u.client, { cursor: res.body.cursor });
     assert.equal(next.body.resync, false);
+  },
+);
+
+e2eTest(
+  "presence: changes-since follows up to CHANGES_BOUND_PAGES pages of limit; a bulk write past that answers a full read flagged resync",
+  async () => {
+    const u = await member();
+    const limit = 2;
+    const bound = limit * CHANGES_BOUND_PAGES;
+    const bulk = (await stack.sql`
+      insert into public.usuarios (nombre_usuario, presence_state)
+      select ${unique("bulk")} || '-' || g, 'offline'
+      from generate_series(1, ${bound + 5}) g
+      returning id`).map((r) => Number(r.id));
+    const touch = (ids: number[]) =>
+      stack.sql`update public.usuarios set rol = 'bulk'
+                where id = any(${ids}::bigint[])`;
+    const first = await read(u.client, { limit });
+    await touch(bulk.slice(0, bound));
+    const within = await read(u.client, { limit, cursor: first.body.cursor });
+    assert.equal(within.status, 200);
+    assert.equal(within.body.resync, false);
+    assert.deepEqual(
+      within.body.users.map((x: { id: number }) => x.id),
+      bulk.slice(0, limit),
+    );
+    await touch(bulk.slice(0, bound + 1));
+    const past = await read(u.client, { limit, cursor: within.body.cursor });
+    assert.equal(past.status, 200);
+    assert.equal(past.body.resync, true);
+    // The first page of a full read: the table's lowest ids.
+    const [{ lowest }] = await stack.sql`
+      select array(select id from public.usuarios order by id limit ${limit})
+        as lowest`;
+    assert.deepEqual(
+      past.body.users.map((x: { id: number }) => x.id),
+      lowest.map(Number),
+    );
+    const quiet = await read(u.client, { limit, cursor: past.body.cursor });
+    assert.equal(quiet.body.resync, false);
+    assert.deepEqual(quiet.body.users, []);
   },
 );
 

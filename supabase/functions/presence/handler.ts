@@ -103,7 +103,8 @@ export async function presence(
   let result = await read(since);
   if (result.reset) {
     // The table was truncated, or the cursor comes from another cluster's
-    // transaction ids: only a full read is sure.
+    // transaction ids: only a full read is sure. Or a bulk write changed
+    // more rows than a full read costs to page through.
     resync = true;
     result = await read(null);
   }

@@ -71,7 +71,8 @@ export interface ReadResult {
   /**
    * The cursor cannot be continued (the table was truncated, or the
    * database's transaction ids are behind the cursor's: another cluster, a
-   * restore): the caller answers a full read instead.
+   * restore), or more changed since than {@linkcode CHANGES_BOUND_PAGES}
+   * pages: the caller answers a full read instead.
    */
   readonly reset: boolean;
   /** What the next changes-since call needs. */
@@ -83,6 +84,17 @@ export interface ReadResult {
  * `TRUNCATE` of `usuarios`, after which every watcher starts over.
  */
 export const WHOLE_TABLE = "-9223372036854775808";
+
+/**
+ * Pages' worth of changed ids a changes-since read follows: past
+ * `CHANGES_BOUND_PAGES × limit` (a bulk write, a backfill, "everyone
+ * offline"), the answer is a full read flagged `resync` instead. Every page
+ * of a changes-since read gathers what changed before it picks its page, so
+ * without a bound a million changed rows would cost a million-row read per
+ * page, thousands of pages per watcher; a full read's pages are keyset
+ * lookups.
+ */
+export const CHANGES_BOUND_PAGES = 10;
 
 /**
  * Reads one page of users, or of the users that changed since
@@ -296,19 +308,25 @@ export function presenceStatement(
       _bound(sql, columns, sql`${cursorTime} - ${back}`)
     } and u.ultimo_acceso <= ${_bound(sql, columns, sql`now() - ${back}`)})`;
   };
+  // Each branch stops one row past the bound: if any reaches it, more than
+  // the bound changed, whatever the others hold.
+  const bound = o.limit * CHANGES_BOUND_PAGES;
   return sql`
     -- Materialised: a few rows, each branch through its own index, rather
     -- than an ordered walk of the whole log that stops at the page's end.
     with changed as materialized (
-      select c.user_id as id from presence.changes c
-      where c.txid >= pg_snapshot_xmax(${s})
+      (select c.user_id as id from presence.changes c
+       where c.txid >= pg_snapshot_xmax(${s})
+       limit ${bound + 1}::int)
       union
-      select c.user_id from presence.changes c
-      where c.txid = any(array(select pg_snapshot_xip(${s})))
+      (select c.user_id from presence.changes c
+       where c.txid = any(array(select pg_snapshot_xip(${s})))
+       limit ${bound + 1}::int)
       union
-      select u.id from public.usuarios u
-      where u.presence_state = 'online'
-        and (${crossed(o.awayS)} or ${crossed(o.offlineS)})
+      (select u.id from public.usuarios u
+       where u.presence_state = 'online'
+         and (${crossed(o.awayS)} or ${crossed(o.offlineS)})
+       limit ${bound + 1}::int)
     ),
     -- The page's ids first: the planner then knows it joins a handful of
     -- ids and looks each up by primary key.
@@ -333,7 +351,8 @@ export function presenceStatement(
     select ${head},
            (pg_snapshot_xmax(pg_current_snapshot()) < pg_snapshot_xmax(${s})
             or exists (select 1 from presence.changes c
-                       where c.user_id = ${WHOLE_TABLE}::bigint and ${since}))
+                       where c.user_id = ${WHOLE_TABLE}::bigint and ${since})
+            or (select count(*) from changed) > ${bound}::int)
              as reset,
            page.*
     from (values (1)) one left join page on true
