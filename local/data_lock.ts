@@ -34,7 +34,7 @@ export async function lockDataDir(dataDir: string): Promise<DataLock> {
   const mine = JSON.stringify({ pid: Deno.pid });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      await Deno.writeTextFile(path, mine, { createNew: true });
+      await Deno.writeTextFile(path, mine, { createNew: true, mode: 0o600 });
       return _held(path);
     } catch (error) {
       if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
@@ -76,10 +76,12 @@ export async function readStackInfo(
 function _held(path: string): DataLock {
   const startedAt = new Date().toISOString();
   return {
+    // Readable by its owner only: a database URL passed in holds a password.
     record: (info) =>
       Deno.writeTextFile(
         path,
         JSON.stringify({ pid: Deno.pid, startedAt, ...info }, null, 2),
+        { mode: 0o600 },
       ),
     release: () => Deno.remove(path).catch(() => {}),
   };

@@ -67,8 +67,13 @@ export async function pushMigrations(
       PROJECT_DIR,
     ],
     cwd: PROJECT_DIR,
-    // Loopback only: no TLS to negotiate.
-    env: { DO_NOT_TRACK: "1", SUPABASE_YES: "1", PGSSLMODE: "disable" },
+    env: {
+      DO_NOT_TRACK: "1",
+      SUPABASE_YES: "1",
+      // A database on this machine has no TLS to negotiate; any other keeps
+      // its URL's sslmode (default: prefer), never sent in clear by us.
+      ...(isLoopbackUrl(url) ? { PGSSLMODE: "disable" } : {}),
+    },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
@@ -81,14 +86,41 @@ export async function pushMigrations(
 }
 
 /**
+ * Whether `url` (a database's, or an API's) names this machine: a loopback
+ * host (`localhost`, `127.x.x.x`, `::1`) or a Unix socket (`?host=/path`).
+ *
+ * @example
+ * ```ts
+ * isLoopbackUrl("postgresql://postgres@127.0.0.1:5432/postgres"); // true
+ * isLoopbackUrl("postgresql://postgres@db.abc.supabase.co:5432/postgres"); // false
+ * ```
+ */
+export function isLoopbackUrl(url: string): boolean {
+  // Read before parsing: a socket URL may have no host (`u@/db?host=/run`),
+  // which URL refuses.
+  const socket = /[?&]host=([^&]*)/.exec(url);
+  if (socket) return decodeURIComponent(socket[1]).startsWith("/");
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  const host = parsed.hostname.replace(/^\[|\]$/g, "");
+  return host === "" || host === "localhost" || host === "::1" ||
+    /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/**
  * Whether the local fixture (the rows of `supabase/seed.sql` and the seeded
- * identities) belongs in the database at `url`: it does when
- * `public.usuarios` does not exist yet (the migrations are about to create
- * it) or when the CLI already applied the seed once (a database the stack
- * made). A `public.usuarios` that exists without the seed ever applied is
- * someone's data: an existing project adopted, or one where the migrations
- * were pushed without the seed. Checked before pushing, so a second start
- * on an adopted database decides the same.
+ * identities, whose passwords the README prints) belongs in the database at
+ * `url`: never on another machine (a hosted project, a shared server);
+ * there, it does when `public.usuarios` does not exist yet (the migrations
+ * are about to create it) or when the CLI already applied the seed once (a
+ * database the stack made). A `public.usuarios` that exists without the
+ * seed ever applied is someone's data: an existing project adopted, or one
+ * where the migrations were pushed without the seed. Checked before
+ * pushing, so a second start on an adopted database decides the same.
  *
  * @example
  * ```ts
@@ -97,6 +129,7 @@ export async function pushMigrations(
  * ```
  */
 export async function fixtureBelongs(url: string): Promise<boolean> {
+  if (!isLoopbackUrl(url)) return false;
   const sql = postgres(url, { max: 1, prepare: false, onnotice: () => {} });
   try {
     const [row] = await sql<{ usuarios: boolean; seeded: boolean }[]>`

@@ -3,16 +3,15 @@
  * API, leaving any that already exist. The local stack calls it at start;
  * against `supabase start` run `deno task seed:identities` after
  * `supabase db reset` (reads `SUPABASE_URL` and `SUPABASE_SERVICE_ROLE_KEY`,
- * defaulting to the local ones).
+ * defaulting to the local ones; a `SUPABASE_URL` that is not this machine is
+ * refused).
  *
  * @module
  */
 import { ADMIN_STAMP } from "../supabase/functions/_shared/email_proof.ts";
+import { LOCAL_SERVICE_ROLE_KEY } from "./auth/mod.ts";
 import { SEED_IDENTITIES, type SeedIdentity } from "./fixture.ts";
-
-/** The well-known local service_role key (`supabase start` prints it). */
-const _LOCAL_SERVICE_ROLE_KEY =
-  "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzdXBhYmFzZS1kZW1vIiwicm9sZSI6InNlcnZpY2Vfcm9sZSIsImV4cCI6MTk4MzgxMjk5Nn0.EGIM96RAZx35lJzdJsyH-qQwv8Hdp7fcn3W2dIh_sh0";
+import { isLoopbackUrl } from "./migrate.ts";
 
 /**
  * Creates each seeded identity with its fixed id, confirmed, and stamps the
@@ -85,9 +84,20 @@ function _check(
 }
 
 if (import.meta.main) {
+  const apiUrl = Deno.env.get("SUPABASE_URL") ?? "http://127.0.0.1:54321";
+  // Identities whose passwords the README prints belong on this machine
+  // only: a SUPABASE_URL left in the shell for a hosted project is refused.
+  if (!isLoopbackUrl(apiUrl)) {
+    console.error(
+      `seed:identities refused: SUPABASE_URL (${
+        new URL(apiUrl).host
+      }) is not this machine, and the fixture's identities have known passwords. Unset it to seed the local stack.`,
+    );
+    Deno.exit(1);
+  }
   await seedIdentities(
-    Deno.env.get("SUPABASE_URL") ?? "http://127.0.0.1:54321",
-    Deno.env.get("SUPABASE_SERVICE_ROLE_KEY") ?? _LOCAL_SERVICE_ROLE_KEY,
+    apiUrl,
+    Deno.env.get("SUPABASE_SERVICE_ROLE_KEY") || LOCAL_SERVICE_ROLE_KEY,
   );
   console.log(`Seeded ${SEED_IDENTITIES.length} identities.`);
 }

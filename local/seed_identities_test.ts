@@ -58,3 +58,59 @@ Deno.test("seedIdentities: only the fixture's ADMIN_EMAILS identity is stamped, 
     await db?.close();
   }
 });
+
+// `deno task seed:identities`, as a developer runs it after `supabase db
+// reset`, with `env` in the shell.
+async function seedTask(env: Record<string, string>) {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "--no-check", "local/seed_identities.ts"],
+    cwd: new URL("../", import.meta.url).pathname,
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code, out: text(stdout), err: text(stderr) };
+}
+
+Deno.test("seed:identities: with no key in the shell it uses the local service_role key, which the local Auth accepts", async () => {
+  const stack = await startStack({
+    apiPort: 0,
+    dbPort: 0,
+    dataDir: null,
+    seed: false,
+  });
+  try {
+    const run = await seedTask({
+      SUPABASE_URL: stack.apiUrl,
+      SUPABASE_SERVICE_ROLE_KEY: "",
+    });
+    assert.equal(run.code, 0, run.err);
+    assert.match(
+      run.out,
+      new RegExp(`Seeded ${SEED_IDENTITIES.length} identities`),
+    );
+    const sql = postgres(stack.dbUrl, { max: 1, prepare: false });
+    try {
+      const [{ n }] = await sql`select count(*)::int as n from auth.users`;
+      assert.equal(n, SEED_IDENTITIES.length);
+    } finally {
+      await sql.end();
+    }
+  } finally {
+    await stack.close();
+  }
+});
+
+Deno.test("seed:identities: a SUPABASE_URL left in the shell for a hosted project is refused before any request", async () => {
+  const run = await seedTask({
+    SUPABASE_URL: "https://abcdefghijklmnop.supabase.co",
+    SUPABASE_SERVICE_ROLE_KEY: "a-hosted-key",
+  });
+  assert.equal(run.code, 1);
+  assert.match(
+    run.err,
+    /seed:identities refused: SUPABASE_URL \(abcdefghijklmnop\.supabase\.co\) is not this machine/,
+  );
+  assert.ok(!run.err.includes("a-hosted-key"));
+});

@@ -34,7 +34,12 @@ import { createDemo } from "./demo.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
 import { Inbox } from "./auth/mailer.ts";
 import { inboxPage } from "./inbox.ts";
-import { fixtureBelongs, PROJECT_DIR, pushMigrations } from "./migrate.ts";
+import {
+  fixtureBelongs,
+  isLoopbackUrl,
+  PROJECT_DIR,
+  pushMigrations,
+} from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
 import { type DataLock, lockDataDir } from "./data_lock.ts";
 import { redactUrl, StartError } from "./start_error.ts";
@@ -213,7 +218,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     log(await pushMigrations(dbUrl, { includeSeed: seeded }));
     if (!seeded && options.seed === undefined) {
       log(
-        "public.usuarios existed before this stack: the local fixture (seed rows and identities) was not written; pass --seed to write it",
+        isLoopbackUrl(dbUrl)
+          ? "public.usuarios existed before this stack: the local fixture (seed rows and identities) was not written; pass --seed to write it"
+          : "The database is not on this machine: the local fixture (seed rows and identities with known passwords) was not written; pass --seed to write it anyway",
       );
     }
 

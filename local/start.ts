@@ -21,17 +21,19 @@ export const USAGE = `Usage: npm start [-- <flags>]
 Runs the Docker-free local stack (Auth, functions, PGlite) until Ctrl-C.
 
 Flags (or environment variables):
-  --port <n>            LOCAL_API_PORT   API port (54321; 0 picks a free one)
-  --db-port <n>         LOCAL_DB_PORT    PGlite port (54322; 0 picks a free one)
-  --data-dir <path>     LOCAL_DATA_DIR   PGlite data and signing key (.local/data)
-  --database-url <url>  DATABASE_URL     use this PostgreSQL instead of PGlite
-                                         (prefer the variable: a flag shows in
-                                         your shell history)
-  --seed                LOCAL_SEED=1     write the local fixture even into an
-                                         existing public.usuarios
-  --reset                                delete the local PGlite database first
-                                         (npm run reset)
-  --help                                 this text
+  --port <n>            LOCAL_API_PORT      API port (54321; 0 picks a free one)
+  --db-port <n>         LOCAL_DB_PORT       PGlite port (54322; 0 picks a free one)
+  --data-dir <path>     LOCAL_DATA_DIR      PGlite data and signing key (.local/data)
+  --database-url <url>  LOCAL_DATABASE_URL  use this PostgreSQL instead of PGlite
+                                            (prefer the variable: a flag shows in
+                                            your shell history; DATABASE_URL is
+                                            ignored)
+  --seed                LOCAL_SEED=1        write the local fixture even into an
+                                            existing public.usuarios, or a
+                                            database on another machine
+  --reset                                   delete the local PGlite database first
+                                            (npm run reset)
+  --help                                    this text
 
 Also: npm run status (URLs and keys of the running stack), npm test.
 Logs: this terminal, and <data dir>/logs/stack.log (.local/data/logs/stack.log).`;
@@ -104,12 +106,25 @@ async function _start(): Promise<Stack> {
       54322,
     ),
     dataDir,
-    databaseUrl: values["database-url"] ?? Deno.env.get("DATABASE_URL"),
+    databaseUrl: values["database-url"] ?? _databaseUrl(log),
     seed: values.seed || _flagEnv("LOCAL_SEED") ? true : undefined,
     reset: values.reset,
     functions: "workers",
     log,
   });
+}
+
+// LOCAL_DATABASE_URL, not DATABASE_URL: that name is set in many shells for
+// another app (Prisma, Rails, Django, a devcontainer), and the stack pushes
+// migrations into the database it names without asking.
+function _databaseUrl(log: (line: string) => void): string | undefined {
+  const url = Deno.env.get("LOCAL_DATABASE_URL")?.trim() || undefined;
+  if (url === undefined && Deno.env.get("DATABASE_URL")) {
+    log(
+      "DATABASE_URL is set in this shell and ignored: the stack uses PGlite. To use that database, pass it as LOCAL_DATABASE_URL (or --database-url)",
+    );
+  }
+  return url;
 }
 
 // A bad value is an error naming the setting, never a silent default.

@@ -16,6 +16,7 @@ import {
 } from "./auth/mod.ts";
 import { readStackInfo } from "./data_lock.ts";
 import { DEFAULT_DATA_DIR } from "./stack.ts";
+import { redactUrl } from "./start_error.ts";
 
 /** What the status lines show. */
 export interface StatusInput {
@@ -27,7 +28,8 @@ export interface StatusInput {
 /**
  * The status block: the same fields `supabase status` prints, and the
  * shell exports the README's examples use. These are the well-known local
- * development keys, not secrets of any deployed project.
+ * development keys, not secrets of any deployed project. The URL of a
+ * database the developer passed in is shown without its password.
  */
 export function statusText(s: StatusInput): string {
   return `Local stack is running (${s.database}).
@@ -36,7 +38,7 @@ export function statusText(s: StatusInput): string {
    Functions URL: ${s.apiUrl}/functions/v1
        Demo page: ${s.apiUrl}/demo/
            Inbox: ${s.apiUrl}/inbox/
-          DB URL: ${s.dbUrl}
+          DB URL: ${s.database === "pglite" ? s.dbUrl : redactUrl(s.dbUrl)}
       JWT secret: ${LOCAL_JWT_SECRET}
  Publishable key: ${LOCAL_PUBLISHABLE_KEY}
       Secret key: ${LOCAL_SECRET_KEY}

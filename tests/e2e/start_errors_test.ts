@@ -33,6 +33,7 @@ async function startFails(args: string[]): Promise<Failed> {
       // Nothing from the caller's environment decides these runs.
       env: {
         DATABASE_URL: "",
+        LOCAL_DATABASE_URL: "",
         LOCAL_API_PORT: "",
         LOCAL_DB_PORT: "",
         LOCAL_DATA_DIR: "",

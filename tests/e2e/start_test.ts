@@ -22,10 +22,14 @@ interface Running {
   anonKey: string;
 }
 
-async function start(args: string[]): Promise<Running> {
+async function start(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Running> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-all", "local/start.ts", ...args],
     cwd: ROOT,
+    env,
     stdout: "piped",
     stderr: "piped",
     stdin: "null",
@@ -278,6 +282,46 @@ e2eTest(
       assert.match(out, /Applying migration 20261122080000_create_usuarios/);
     } finally {
       assert.equal((await stop(running)).code, 0);
+    }
+  },
+);
+
+e2eTest(
+  "npm start: a DATABASE_URL set in the shell for another app is ignored, and said so: the stack runs on PGlite and writes nothing there",
+  async () => {
+    const other = await createTestDatabase();
+    const dir = await Deno.makeTempDir({ prefix: "stack-env-" });
+    try {
+      const running = await start([
+        "--port",
+        String(freePort()),
+        "--db-port",
+        String(freePort()),
+        "--data-dir",
+        dir,
+      ], { DATABASE_URL: other.url, LOCAL_DATABASE_URL: "" });
+      try {
+        assert.match(
+          running.output(),
+          /DATABASE_URL is set in this shell and ignored/,
+        );
+        assert.match(running.output(), /Local stack is running \(pglite\)/);
+      } finally {
+        assert.equal((await stop(running)).code, 0);
+      }
+      const sql = postgres(other.url, { max: 1, onnotice: () => {} });
+      const [{ usuarios, migrations }] = await sql`
+        select to_regclass('public.usuarios') is not null as usuarios,
+               to_regclass('supabase_migrations.schema_migrations') is not null
+                 as migrations`;
+      await sql.end();
+      assert.deepEqual({ usuarios, migrations }, {
+        usuarios: false,
+        migrations: false,
+      });
+    } finally {
+      await other.close();
+      await Deno.remove(dir, { recursive: true });
     }
   },
 );
