@@ -780,6 +780,7 @@ e2eTest(
     assert.equal(res.body.message, "La contraseña es demasiado débil");
     assert.equal(res.body.code, "weak_password");
     assert.equal(typeof res.body.error, "string");
+    assert.deepEqual(res.body.reasons, ["length"]);
     assert.deepEqual(await row(u.rowId!), before);
     assert.equal(await canSignIn(u.email, u.password), true);
   },

@@ -34,7 +34,7 @@
  *
  * @module
  */
-import type { AuthError } from "@supabase/supabase-js";
+import { type AuthError, isAuthWeakPasswordError } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
@@ -542,8 +542,12 @@ function _providerError(error: AuthError): HttpError {
     return new HttpError("email_exists", { cause: error });
   }
   if (error.code === "weak_password") {
+    // Auth's reasons (`length`, `characters`, `pwned`), for a client's hints.
     return new HttpError("weak_password", {
-      extra: { error: redact(error.message) },
+      extra: {
+        error: redact(error.message),
+        reasons: isAuthWeakPasswordError(error) ? error.reasons : [],
+      },
       cause: error,
     });
   }
