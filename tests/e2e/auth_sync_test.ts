@@ -9,7 +9,8 @@
  * `/auth/v1/admin/users`; the function is served against it with
  * `withFunctionEnv({ SUPABASE_URL })`. Database failures after the provider
  * changed come from a test trigger that refuses `correo` values starting
- * with `explode-`.
+ * with `explode-` once Auth holds them (so after the account changed, not
+ * in auth-sync's trial write before it).
  */
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
@@ -59,7 +60,11 @@ await stack.sql.unsafe(`
   create or replace function public.test_refuse_explode() returns trigger
   language plpgsql as $$
   begin
-    if new.correo like 'explode-%' then
+    -- Only once Auth holds the address: the write after the account
+    -- changed fails, the trial write before it does not.
+    if new.correo like 'explode-%' and exists (
+      select 1 from auth.users a where lower(a.email) = lower(new.correo)
+    ) then
       raise exception 'test trigger refuses this correo';
     end if;
     return new;
@@ -1159,6 +1164,101 @@ e2eTest(
     });
   },
 );
+
+e2eTest(
+  "auth-sync: a value the row itself refuses (an adopted table's varchar(100)) is 422 row_refused before Auth changes anything, with or without a password",
+  async () => {
+    await stack.sql`
+      alter table public.usuarios alter column nombre_usuario type varchar(100)`;
+    try {
+      const u = await linkedUser("narrow");
+      const before = await row(u.rowId!);
+      const long = `long-${"x".repeat(115)}`;
+      const password = pw("never-set");
+      for (
+        const body of [
+          { nombre_usuario: long },
+          { nombre_usuario: long, password },
+          { nombre_usuario: long, email: uniqueEmail("never") },
+        ]
+      ) {
+        const res = await authSync(admin, {
+          action: "update",
+          id: u.rowId,
+          ...body,
+        });
+        assert.equal(res.status, 422, JSON.stringify(res.body));
+        assert.deepEqual(res.body, {
+          message: "La base de datos rechaza esos valores",
+          code: "row_refused",
+          error: "database error class 22 (SQLSTATE 22001)",
+        });
+      }
+      assert.deepEqual(await row(u.rowId!), before);
+      assert.equal(await providerEmail(u.id), u.email);
+      assert.equal(await canSignIn(u.email, u.password), true);
+      assert.equal(await canSignIn(u.email, password), false);
+      assert.deepEqual(
+        (await auditRows(u.rowId!)).map((a) => [a.outcome, a.detail]),
+        [
+          ["failed", "row_refused"],
+          ["failed", "row_refused"],
+          ["failed", "row_refused"],
+        ],
+      );
+    } finally {
+      await stack.sql`
+        alter table public.usuarios alter column nombre_usuario type text`;
+    }
+  },
+);
+
+// PostgreSQL only: PGlite is one session, where a held lock holds everyone.
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  e2eTest(
+    "auth-sync: while the app's own transaction holds the row, an email or username change is 503 db_timeout before Auth changes anything, and a password change does not wait for it",
+    async () => {
+      const u = await linkedUser("app-holds");
+      const before = await row(u.rowId!);
+      const holder = await stack.sql.reserve();
+      try {
+        // The app's own UPDATE, its transaction still open.
+        await holder`begin`;
+        await holder`update public.usuarios set rol = rol where id = ${u.rowId}`;
+        for (
+          const body of [
+            { nombre_usuario: `held-${u.rowId}` },
+            { email: uniqueEmail("held"), password: pw("held") },
+          ]
+        ) {
+          const res = await authSync(admin, {
+            action: "update",
+            id: u.rowId,
+            ...body,
+          });
+          assert.equal(res.status, 503, JSON.stringify(res.body));
+          assert.equal(res.body.code, "db_timeout");
+          assert.equal(res.headers.get("retry-after"), "1");
+        }
+        assert.equal(await providerEmail(u.id), u.email);
+        assert.equal(await canSignIn(u.email, u.password), true);
+        const password = pw("not-waiting");
+        const res = await authSync(admin, {
+          action: "update",
+          id: u.rowId,
+          password,
+        });
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.deepEqual(res.body.changed, ["password"]);
+        assert.equal(await canSignIn(u.email, password), true);
+      } finally {
+        await holder`rollback`;
+        holder.release();
+      }
+      assert.deepEqual(await row(u.rowId!), before);
+    },
+  );
+}
 
 e2eTest(
   "auth-sync: a database failure after an email change sets the email back at the provider",

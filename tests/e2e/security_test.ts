@@ -759,7 +759,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   // PGlite is one session: a transaction held here would stop every other
   // connection, the Auth stand-in's included, so a lock wait cannot arise.
   e2eTest(
-    "security: a write that waits for a row lock longer than lock_timeout fails (500 sync_failed) and sets the email back",
+    "security: an update whose row is locked longer than lock_timeout is refused (503 db_timeout) before Auth changes anything",
     async () => {
       const u = await stack.createUser({ row: { auth_user_id: true } });
       await stack.sql`update public.usuarios set correo = ${u.email}
@@ -775,9 +775,10 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
           email: uniqueEmail("locked"),
         });
         const waited = Date.now() - started;
-        assert.equal(res.status, 500);
-        assert.equal(res.body.code, "sync_failed");
+        assert.equal(res.status, 503);
+        assert.equal(res.body.code, "db_timeout");
         assert.equal(res.body.error, "lock not available (SQLSTATE 55P03)");
+        assert.equal(res.headers.get("retry-after"), "1");
         assert.ok(waited < 60_000, `waited ${waited} ms, past the lease`);
       } finally {
         await holder`rollback`;

@@ -71,6 +71,10 @@ export const ERRORS = {
     message: "El nombre de usuario ya está en uso",
   },
   weak_password: { status: 422, message: "La contraseña es demasiado débil" },
+  row_refused: {
+    status: 422,
+    message: "La base de datos rechaza esos valores",
+  },
   idp_error: { status: 502, message: "Error del proveedor de identidad" },
   partial_failure: {
     status: 500,

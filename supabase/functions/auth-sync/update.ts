@@ -11,13 +11,17 @@
  * 4. find the row's account: its `auth_user_id` if that account exists,
  *    else the account of its `correo` if no other row is linked to it (the
  *    row is then linked), else none;
- * 5. record the intent, then change the account through the Auth admin
+ * 5. when Auth is to change, try the row write and roll it back: what the
+ *    row refuses (422 `row_refused`) or a lock the app holds (503
+ *    `db_timeout`) is answered while nothing has changed;
+ * 6. record the intent, then change the account through the Auth admin
  *    API, or create one when the row has none and an email or password is
  *    to be set; each Auth call only while the lease has time to spare;
- * 6. write the row, settle the intent and write the audit row in one short
- *    transaction that takes the row lock.
+ * 7. write the row, settle the intent and write the audit row in one short
+ *    transaction that takes the row lock (`for key share` when nothing in
+ *    the row changes).
  *
- * A provider failure in step 5 changes nothing. When the call's answer is
+ * A provider failure in step 6 changes nothing. When the call's answer is
  * lost (dropped connection, timeout, 5xx: {@linkcode answerLost}), Auth may
  * have applied it all the same, so the account is read back: a changed email
  * still holding what this call set is set back and a created account
@@ -25,9 +29,9 @@
  * password, a failed undo, a failed read-back) is answered 500
  * `partial_failure` ({@linkcode lostAnswerError}).
  *
- * When step 6 fails, the intent says whether its COMMIT landed (an answer
+ * When step 7 fails, the intent says whether its COMMIT landed (an answer
  * lost on the way back): if it did, the call succeeded and is answered so;
- * if not, step 5 is undone the same way where the Auth API can (500
+ * if not, step 6 is undone the same way where the Auth API can (500
  * `sync_failed`) and answered `partial_failure` where it cannot (a
  * password). An intent that another call settled meanwhile (this call's
  * lease lapsed) is answered 409 `target_busy`, and nothing is undone.
@@ -38,7 +42,7 @@ import { type AuthError, isAuthWeakPasswordError } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
-import { publicDbError, type Sql } from "../_shared/db.ts";
+import { asDbTimeout, publicDbError, type Sql } from "../_shared/db.ts";
 import { ownsAddress } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent, redact } from "../_shared/log.ts";
@@ -184,6 +188,7 @@ async function _update(
     (plan?.kind === "create" || (link && account !== null));
   if (relink) changed.push("auth_user_id");
   const rowSet = _rowSet(input, relink && account ? account.id : null);
+  if (plan) await _tryRowWrite(sql, row, rowSet);
   const intentId = plan
     ? await _announce(sql, lease, actor, row, plan, rowSet)
     : null;
@@ -227,6 +232,30 @@ function _rowSet(input: UpdateRequest, linkTo: string | null): RowSet {
       : {}),
     ...(linkTo !== null ? { auth_user_id: linkTo } : {}),
   };
+}
+
+// Before Auth changes anything: the row write, run and rolled back, so that
+// what the row itself refuses (an adopted table's varchar length, a CHECK,
+// the app's trigger) or a lock the app holds past the lock timeout is
+// answered (422 row_refused, 503 db_timeout) while nothing has changed.
+// A created account's id is not known yet; the link is written to the
+// column as it is.
+async function _tryRowWrite(
+  sql: Sql,
+  row: _Row,
+  rowSet: RowSet,
+): Promise<void> {
+  const set: Record<string, string> = { ...rowSet };
+  if (Object.keys(set).length === 0) return;
+  const tried = Symbol("rolled back");
+  // The pool's own bounds (lock wait 1 s), not the longer ones of a write
+  // that must land: nothing is at stake yet.
+  await sql.begin(async (tx) => {
+    await tx`update public.usuarios u set ${tx(set)} where u.id = ${row.id}`;
+    throw tried;
+  }).catch((error) => {
+    if (error !== tried) throw error;
+  });
 }
 
 // The write failed: did its COMMIT land all the same? The intent, settled
@@ -287,7 +316,14 @@ async function _afterFailedWrite(
     };
   }
   if (state && !own) throw supersededError(state.outcome);
-  throw await undoAfterFailedWrite(scope, change, error);
+  const answer = await undoAfterFailedWrite(scope, change, error);
+  // Auth was put back: the database's failure, answered as one that came
+  // after the provider changed (500 sync_failed), not as a refusal before.
+  throw answer instanceof HttpError ? answer : _taken(answer) ??
+    new HttpError("sync_failed", {
+      extra: { error: publicDbError(answer) },
+      cause: answer,
+    });
 }
 
 function _sent(change: ProviderChange): Field[] {
@@ -581,11 +617,14 @@ async function _writeRow(
     : sql`null::text`;
   return await sql.begin(async (tx) => {
     await boundTransaction(tx);
+    // A write takes the row; a call that writes nothing to it (a password
+    // only) only keeps it from being deleted or re-keyed, and waits for
+    // none of the app's own updates.
     const [locked] = await tx<{ auth_user_id: string | null }[]>`
       select ${authUserId} as auth_user_id
       from public.usuarios u
       where u.id = ${row.id}
-      for update
+      ${Object.keys(set).length > 0 ? tx`for update` : tx`for key share`}
     `;
     // The lease keeps other updates out, but not a sync or another writer.
     if (!locked) throw new HttpError("target_not_found");
@@ -628,21 +667,44 @@ function _requested(input: UpdateRequest): Field[] {
   return fields;
 }
 
-// The unique indexes on lower(correo) and lower(nombre_usuario) still have
-// the last word when another writer got there between check and write.
+// What the database said, before Auth changed anything (afterwards the
+// answers are the undo's own): the unique indexes on lower(correo) and
+// lower(nombre_usuario) still have the last word when another writer got
+// there between check and write; a lock or statement timeout is 503
+// db_timeout; a value the row refuses (class 22 data exceptions, other
+// integrity constraints, an app trigger's RAISE) is 422 row_refused.
 function _asHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
-  if (error instanceof postgres.PostgresError && error.code === "23505") {
-    const constraint = error.constraint_name ?? "";
-    if (constraint.includes("nombre_usuario")) {
-      return new HttpError("username_exists", { cause: error });
-    }
-    if (constraint.includes("correo")) {
-      return new HttpError("email_exists", { cause: error });
-    }
+  const timeout = asDbTimeout(error);
+  if (timeout) return timeout;
+  const taken = _taken(error);
+  if (taken) return taken;
+  if (
+    error instanceof postgres.PostgresError &&
+    /^(22|23)|^P0001$/.test(error.code)
+  ) {
+    return new HttpError("row_refused", {
+      extra: { error: publicDbError(error) },
+      cause: error,
+    });
   }
   return new HttpError("sync_failed", {
     extra: { error: publicDbError(error) },
     cause: error,
   });
+}
+
+// A unique index of correo or nombre_usuario refused the value: 409.
+function _taken(error: unknown): HttpError | null {
+  if (!(error instanceof postgres.PostgresError) || error.code !== "23505") {
+    return null;
+  }
+  const constraint = error.constraint_name ?? "";
+  if (constraint.includes("nombre_usuario")) {
+    return new HttpError("username_exists", { cause: error });
+  }
+  if (constraint.includes("correo")) {
+    return new HttpError("email_exists", { cause: error });
+  }
+  return null;
 }
