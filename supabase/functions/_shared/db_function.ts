@@ -64,16 +64,25 @@ export async function callingDbFunction<T>(
 // the database is down.
 const _AUTH_SCHEMA = new Set(["42501", "42P01", "42703", "42883", "3F000"]);
 
+// Where the auth schema is read: presence.live_session, or a statement
+// naming an auth relation.
+const _AUTH_READ =
+  /\blive_session\b|\bauth\.|schema auth\b|table (sessions|users)\b/;
+
 /**
  * Whether an error of a fast path's statement (one that reads the auth
  * schema) says the schema cannot be read as expected: the fast path then
- * steps aside and Auth decides.
+ * steps aside and Auth decides. Only an error raised where the auth schema
+ * is read counts (its message or context names it): the same SQLSTATEs
+ * from the `usuarios` side (a column type the functions cannot compare)
+ * are that table's, and Auth would not fix them.
  */
 export function isAuthSchemaError(
   error: unknown,
 ): error is postgres.PostgresError {
   return error instanceof postgres.PostgresError &&
-    _AUTH_SCHEMA.has(error.code);
+    _AUTH_SCHEMA.has(error.code) &&
+    _AUTH_READ.test(`${error.message} ${error.where ?? ""}`);
 }
 
 // What may be written into a call's text (see {@linkcode uuidLiteral} and

@@ -12,9 +12,14 @@ import { HttpError } from "./errors.ts";
 const ID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
 
 // A PostgresError as postgres.js builds it from the server's fields.
-function pgError(code: string, where?: string): postgres.PostgresError {
-  const error = new postgres.PostgresError("boom");
-  Object.assign(error, { code, where });
+function pgError(
+  code: string,
+  where?: string,
+  message = "boom",
+): postgres.PostgresError {
+  const error = new postgres.PostgresError(
+    { message, code, where } as unknown as string,
+  );
   return error;
 }
 
@@ -62,10 +67,32 @@ Deno.test("callingDbFunction: a missing function is a 500 migration_missing nami
   assert.equal(await callingDbFunction("f", () => Promise.resolve(7)), 7);
 });
 
-Deno.test("isAuthSchemaError: privilege, undefined table, column, function or schema; not a timeout or a plain error", () => {
+Deno.test("isAuthSchemaError: privilege, undefined table, column, function or schema where the auth schema is read; not the same codes from usuarios, a timeout or a plain error", () => {
+  const inLiveSession =
+    'SQL statement "select ..." PL/pgSQL function presence.live_session(uuid,uuid) line 3 at SQL statement';
   for (const code of ["42501", "42P01", "42703", "42883", "3F000"]) {
-    assert.ok(isAuthSchemaError(pgError(code)), code);
+    assert.ok(isAuthSchemaError(pgError(code, inLiveSession)), code);
   }
-  assert.ok(!isAuthSchemaError(pgError("57014")));
+  assert.ok(
+    isAuthSchemaError(
+      pgError("42501", undefined, "permission denied for schema auth"),
+    ),
+  );
+  assert.ok(
+    isAuthSchemaError(
+      pgError("42P01", undefined, 'relation "auth.sessions" does not exist'),
+    ),
+  );
+  // An enum presence_state compared with text, in record_ping's update.
+  assert.ok(
+    !isAuthSchemaError(
+      pgError(
+        "42883",
+        "PL/pgSQL function presence.record_ping(uuid,uuid,text,text,text[],integer) line 60 at SQL statement",
+        "operator does not exist: public.estado = text",
+      ),
+    ),
+  );
+  assert.ok(!isAuthSchemaError(pgError("57014", inLiveSession)));
   assert.ok(!isAuthSchemaError(new Error("42703")));
 });
