@@ -154,6 +154,8 @@ export async function fixtureBelongs(url: string): Promise<boolean> {
 // (`ERROR: ... (SQLSTATE 42703)`); those two say what failed.
 function _pushError(code: number, output: string): StartError {
   const lines = output.split("\n").map((l) => l.trim());
+  const history = _historyError(output);
+  if (history) return new StartError(history.message, history.hint, output);
   const error = lines.find((l) => l.startsWith("ERROR:"));
   const file = lines.findLast((l) =>
     /^(Applying migration|Seeding data from) /.test(l)
@@ -162,17 +164,60 @@ function _pushError(code: number, output: string): StartError {
     "",
   );
   const seed = file?.endsWith("seed.sql") ?? false;
-  return new StartError(
-    error
-      ? `The database refused ${file ?? "the migrations"}: ${
-        error.replace(/^ERROR:\s*/, "")
-      }`
-      : `Supabase CLI "db push" failed (exit ${code}): ${
-        lines.findLast((l) => l !== "") ?? "no output"
+  if (!error) {
+    // The CLI's own refusal: its first line after the target says what.
+    const target = lines.findIndex((l) => l.startsWith("Target:"));
+    const said = lines.slice(target + 1).find((l) => l !== "") ??
+      lines.findLast((l) => l !== "") ?? "no output";
+    return new StartError(
+      `Supabase CLI "db push" failed (exit ${code}): ${
+        said.replace(/\.$/, "")
       }`,
+      "Its whole output is in <data dir>/logs/stack.log",
+      output,
+    );
+  }
+  return new StartError(
+    `The database refused ${file ?? "the migrations"}: ${
+      error.replace(/^ERROR:\s*/, "")
+    }`,
     seed
       ? "The fixture needs this project's usuarios columns; start without --seed, or run supabase/upgrades/add_optional_columns.sql first"
       : "Fix the table or the data it names (see docs/adoption.md); nothing of that migration was applied",
     output,
   );
+}
+
+// The two migration histories a team meets every week, which the CLI
+// refuses before applying anything: a database that applied migrations this
+// checkout lacks (another branch), and migration files dated before the
+// newest one applied (a teammate's, merged later).
+function _historyError(
+  output: string,
+): { message: string; hint: string } | null {
+  if (/Remote migration versions not found in local migrations/.test(output)) {
+    const versions = /repair --status reverted ([\d ]+)/.exec(output)?.[1]
+      .trim() ?? "?";
+    return {
+      message:
+        `The database has applied migrations this checkout does not have (${versions})`,
+      hint:
+        `Check out the branch that has them, or start the local database over with npm run reset; for a database you passed in, supabase migration repair --status reverted ${versions} --db-url <url>`,
+    };
+  }
+  if (
+    /Found local migration files to be inserted before the last/.test(output)
+  ) {
+    const files = [...output.matchAll(/supabase\/migrations\/(\S+\.sql)/g)]
+      .map((m) => m[1]);
+    return {
+      message:
+        `Migrations dated before the newest one the database has applied are not applied yet (${
+          files.join(", ") || "?"
+        })`,
+      hint:
+        "Start the local database over with npm run reset; for a database you passed in, apply them with supabase db push --include-all --db-url <url>",
+    };
+  }
+  return null;
 }

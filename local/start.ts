@@ -64,6 +64,13 @@ try {
   // One line that says what failed and what to do; the stack trace helps
   // nobody who typed npm start.
   console.error(`npm start failed: ${_line(error)}`);
+  // The output behind it (the CLI's, credentials removed) goes to the log
+  // file only.
+  if (error instanceof StartError && error.detail) {
+    logFile?.writeSync(
+      encoder.encode(`${new Date().toISOString()} ${error.detail.trimEnd()}\n`),
+    );
+  }
   Deno.exit(1);
 }
 
