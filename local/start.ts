@@ -52,9 +52,15 @@ if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
 let logFile: Deno.FsFile | null = null;
 const encoder = new TextEncoder();
 function log(line: string): void {
-  const text = line.trimEnd();
-  console.log(text);
-  logFile?.writeSync(encoder.encode(`${new Date().toISOString()} ${text}\n`));
+  console.log(line.trimEnd());
+  logOnly(line);
+}
+
+/** Writes a line to the log file only (output too long for the terminal). */
+function logOnly(line: string): void {
+  logFile?.writeSync(
+    encoder.encode(`${new Date().toISOString()} ${line.trimEnd()}\n`),
+  );
 }
 
 let stack: Stack;
@@ -66,11 +72,7 @@ try {
   console.error(`npm start failed: ${_line(error)}`);
   // The output behind it (the CLI's, credentials removed) goes to the log
   // file only.
-  if (error instanceof StartError && error.detail) {
-    logFile?.writeSync(
-      encoder.encode(`${new Date().toISOString()} ${error.detail.trimEnd()}\n`),
-    );
-  }
+  if (error instanceof StartError && error.detail) logOnly(error.detail);
   Deno.exit(1);
 }
 
