@@ -31,11 +31,12 @@ export interface DataLock {
  */
 export async function lockDataDir(dataDir: string): Promise<DataLock> {
   const path = _path(dataDir);
-  const mine = JSON.stringify({ pid: Deno.pid });
+  const processStart = await _processStart(Deno.pid);
+  const mine = JSON.stringify({ pid: Deno.pid, processStart });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       await Deno.writeTextFile(path, mine, { createNew: true, mode: 0o600 });
-      return _held(path);
+      return _held(path, processStart);
     } catch (error) {
       if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
     }
@@ -64,23 +65,49 @@ export async function lockDataDir(dataDir: string): Promise<DataLock> {
 export async function readStackInfo(
   dataDir: string,
 ): Promise<Partial<StackInfo> & { pid: number } | null> {
-  let info: Partial<StackInfo> & { pid: number };
+  let info: Partial<StackInfo> & { pid: number; processStart?: string | null };
   try {
     info = JSON.parse(await Deno.readTextFile(_path(dataDir)));
   } catch {
     return null;
   }
-  return Number.isInteger(info.pid) && await _alive(info.pid) ? info : null;
+  if (!Number.isInteger(info.pid) || !(await _alive(info.pid))) return null;
+  // A file left by a stack that died (a closed terminal, a reboot) whose
+  // process id another process now has: the same id, another start.
+  if (
+    info.processStart && info.processStart !== await _processStart(info.pid)
+  ) {
+    return null;
+  }
+  return info;
 }
 
-function _held(path: string): DataLock {
+// When process `pid` started, in clock ticks since boot (Linux's
+// /proc/<pid>/stat, field 22): with its id, it names one process for good.
+// `null` where that is not known (other systems).
+async function _processStart(pid: number): Promise<string | null> {
+  if (Deno.build.os !== "linux") return null;
+  try {
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    // The name (field 2) is in parentheses and may hold spaces.
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function _held(path: string, processStart: string | null): DataLock {
   const startedAt = new Date().toISOString();
   return {
     // Readable by its owner only: a database URL passed in holds a password.
     record: (info) =>
       Deno.writeTextFile(
         path,
-        JSON.stringify({ pid: Deno.pid, startedAt, ...info }, null, 2),
+        JSON.stringify(
+          { pid: Deno.pid, processStart, startedAt, ...info },
+          null,
+          2,
+        ),
         { mode: 0o600 },
       ),
     release: () => Deno.remove(path).catch(() => {}),
@@ -94,7 +121,6 @@ function _path(dataDir: string): string {
 // Linux shows live processes in /proc; elsewhere `kill -0` asks whether
 // the process exists without signalling it.
 async function _alive(pid: number): Promise<boolean> {
-  if (pid === Deno.pid) return true;
   if (Deno.build.os === "linux") {
     try {
       await Deno.stat(`/proc/${pid}`);

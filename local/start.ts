@@ -200,3 +200,5 @@ const stop = async () => {
 };
 Deno.addSignalListener("SIGINT", stop);
 Deno.addSignalListener("SIGTERM", stop);
+// A closed terminal: stop as cleanly, and let the data folder go.
+if (Deno.build.os !== "windows") Deno.addSignalListener("SIGHUP", stop);

@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { statusText } from "./status.ts";
-import { lockDataDir, readStackInfo } from "./data_lock.ts";
 
 Deno.test("statusText: the URL of a database passed in is shown without its password; PGlite's well-known local one as it is", () => {
   const passedIn = statusText({
@@ -19,24 +18,4 @@ Deno.test("statusText: the URL of a database passed in is shown without its pass
     local,
     /DB URL: postgresql:\/\/postgres:postgres@127\.0\.0\.1:54322\/postgres/,
   );
-});
-
-Deno.test("lockDataDir: stack.json, which may hold a database URL with its password, is readable by its owner only", async () => {
-  const dataDir = await Deno.makeTempDir({ prefix: "lock-" });
-  try {
-    const lock = await lockDataDir(dataDir);
-    await lock.record({
-      database: "postgres",
-      apiUrl: "http://127.0.0.1:1",
-      dbUrl: "postgresql://app:pw@db.internal/app",
-    });
-    assert.equal(
-      (await Deno.stat(`${dataDir}/stack.json`)).mode! & 0o777,
-      0o600,
-    );
-    assert.equal((await readStackInfo(dataDir))?.apiUrl, "http://127.0.0.1:1");
-    await lock.release();
-  } finally {
-    await Deno.remove(dataDir, { recursive: true });
-  }
 });
