@@ -202,6 +202,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         dataDir: dataDir ? `${dataDir}/pglite` : undefined,
         host,
         port: dbPort,
+        log,
       }).catch((error) => {
         throw _addrInUse(error)
           ? _portTaken(host, dbPort, "--db-port", error)

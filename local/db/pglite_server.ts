@@ -29,7 +29,23 @@ export interface PgliteServerOptions {
   port?: number;
   /** Client connections allowed at once. */
   maxConnections?: number;
+  /**
+   * How long a connection may sit idle inside a transaction while others
+   * wait for the session, before it is rolled back and closed
+   * (PostgreSQL's `idle_in_transaction_session_timeout`); default
+   * {@linkcode IDLE_IN_TRANSACTION_MS}.
+   */
+  idleInTransactionMs?: number;
+  /** Told when a connection is closed for that (the stack logs it). */
+  log?: (line: string) => void;
 }
+
+/**
+ * Default of {@linkcode PgliteServerOptions.idleInTransactionMs}: on one
+ * shared session, a `BEGIN` left open in psql or a database GUI holds every
+ * other connection (sign-in included) until it ends.
+ */
+export const IDLE_IN_TRANSACTION_MS = 10_000;
 
 /**
  * Starts PGlite and serves it on the wire.
@@ -52,8 +68,26 @@ export async function startPgliteServer(
   const host = options.host ?? "127.0.0.1";
   const maxConnections = options.maxConnections ?? 64;
   const db = await PGlite.create(options.dataDir ?? "memory://");
-  const queue = new SessionQueue(db);
   const handlers = new Set<PGLiteSocketHandler>();
+  const sockets = new Map<
+    number,
+    { handler: PGLiteSocketHandler; socket: Socket }
+  >();
+  const queue = new SessionQueue(db, {
+    idleInTransactionMs: options.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS,
+    onIdleTimeout: (handlerId) => {
+      const held = sockets.get(handlerId);
+      if (!held) return;
+      options.log?.(
+        `PGlite: closed a connection idle in a transaction for ${
+          options.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS
+        } ms while others waited (its transaction was rolled back)`,
+      );
+      // What PostgreSQL sends before it closes such a connection.
+      if (held.socket.writable) held.socket.write(_IDLE_FATAL);
+      void held.handler.detach(true);
+    },
+  });
   const server: Server = createServer((socket: Socket) => {
     if (handlers.size >= maxConnections) {
       socket.end();
@@ -67,7 +101,11 @@ export async function startPgliteServer(
       closeOnDetach: true,
     });
     handlers.add(handler);
-    const forget = () => handlers.delete(handler);
+    sockets.set(handler.handlerId, { handler, socket });
+    const forget = () => {
+      handlers.delete(handler);
+      sockets.delete(handler.handlerId);
+    };
     handler.addEventListener("close", forget);
     handler.addEventListener("error", forget);
     handler.attach(socket).catch(forget);
@@ -89,6 +127,30 @@ export async function startPgliteServer(
       await db.close();
     },
   };
+}
+
+// ErrorResponse: FATAL 25P03, as PostgreSQL words it.
+const _IDLE_FATAL = (() => {
+  const fields = [
+    "SFATAL",
+    "VFATAL",
+    "C25P03",
+    "Mterminating connection due to idle-in-transaction timeout",
+  ].map((f) => f + "\0").join("") + "\0";
+  const body = new TextEncoder().encode(fields);
+  const out = new Uint8Array(5 + body.length);
+  out[0] = "E".charCodeAt(0);
+  new DataView(out.buffer).setInt32(1, 4 + body.length);
+  out.set(body, 5);
+  return out;
+})();
+
+/** Options of {@linkcode SessionQueue}. */
+export interface SessionQueueOptions {
+  /** Idle time inside a transaction while others wait; 0: no limit. */
+  idleInTransactionMs?: number;
+  /** Called with the connection to close when that time runs out. */
+  onIdleTimeout?: (handlerId: number) => void;
 }
 
 interface _Queued {
@@ -118,9 +180,14 @@ export class SessionQueue {
   #owner: number | null = null;
   #waiting: _Queued[] = [];
   #running = false;
+  #idleMs: number;
+  #onIdle: (handlerId: number) => void;
+  #idleTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(db: PGlite) {
+  constructor(db: PGlite, options: SessionQueueOptions = {}) {
     this.#db = db;
+    this.#idleMs = options.idleInTransactionMs ?? 0;
+    this.#onIdle = options.onIdleTimeout ?? (() => {});
   }
 
   /** Queues one protocol message of a connection; resolves once it ran. */
@@ -129,10 +196,32 @@ export class SessionQueue {
     message: Uint8Array,
     onData: (data: Uint8Array) => void,
   ): Promise<number> {
+    // The owner is active again: its idle time starts over.
+    if (handlerId === this.#owner) this.#stopIdleClock();
     return new Promise((resolve, reject) => {
       this.#waiting.push({ handlerId, message, onData, resolve, reject });
       void this.#pump();
     });
+  }
+
+  #stopIdleClock(): void {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
+  }
+
+  // The owner holds the session between messages and someone else waits:
+  // the clock runs; any message of the owner stops it.
+  #watchIdle(): void {
+    const idle = this.#owner !== null &&
+      !this.#waiting.some((q) => q.handlerId === this.#owner) &&
+      this.#waiting.some((q) => q.handlerId !== this.#owner);
+    if (!idle || this.#idleMs <= 0) return this.#stopIdleClock();
+    if (this.#idleTimer !== null) return;
+    const owner = this.#owner!;
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = null;
+      if (this.#owner === owner) this.#onIdle(owner);
+    }, this.#idleMs);
   }
 
   /** Drops what a disconnected connection still had queued. */
@@ -155,6 +244,8 @@ export class SessionQueue {
   async #pump(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
+    // One loop, no await between its end and the flag's reset: a message
+    // queued meanwhile is either seen by the loop or starts a new pump.
     try {
       for (;;) {
         const index = this.#owner === null
@@ -185,6 +276,7 @@ export class SessionQueue {
       }
     } finally {
       this.#running = false;
+      this.#watchIdle();
     }
   }
 }

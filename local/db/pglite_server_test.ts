@@ -73,3 +73,42 @@ Deno.test("startPgliteServer: a connection dropped inside a transaction is rolle
     await server.close();
   }
 });
+
+Deno.test("startPgliteServer: a connection idle in a transaction while another waits is rolled back and closed after idleInTransactionMs (25P03), and the other goes on", async () => {
+  const lines: string[] = [];
+  const server = await startPgliteServer({
+    port: 0,
+    idleInTransactionMs: 500,
+    log: (line) => lines.push(line),
+  });
+  const opts = { max: 1, prepare: false, onnotice: () => {} } as const;
+  const idle = postgres(server.url, opts);
+  const other = postgres(server.url, opts);
+  try {
+    await other`create table t (v int)`;
+    // A BEGIN left open in psql: one write, then nothing.
+    const held = await idle.reserve();
+    await held`begin`;
+    await held`insert into t values (1)`;
+    // Waits for the session, then runs once the idle one is closed.
+    const rows = await other`select count(*)::int as c from t`;
+    assert.equal(rows[0].c, 0, "the idle transaction was rolled back");
+    const error = await held`select 1`.then(() => null, (e) => e);
+    assert.ok(error, "the idle connection was closed");
+    assert.match(lines.join("\n"), /idle in a transaction for 500 ms/);
+    held.release();
+    // A transaction nobody waits for is left alone, however long it idles.
+    const alone = await other.reserve();
+    await alone`begin`;
+    await alone`insert into t values (2)`;
+    await new Promise((r) => setTimeout(r, 800));
+    await alone`commit`;
+    alone.release();
+    const [{ c }] = await other`select count(*)::int as c from t`;
+    assert.equal(c, 1);
+  } finally {
+    await idle.end({ timeout: 0 });
+    await other.end();
+    await server.close();
+  }
+});
