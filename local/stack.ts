@@ -421,6 +421,34 @@ function _refuseSetting(setting: string, what: string): never {
   );
 }
 
+/**
+ * The ports `supabase/config.toml` gives the API (`[api] port`) and the
+ * database (`[db] port`), the CLI's way to move them; 54321 and 54322 where
+ * it gives none. `npm start` takes them as its defaults.
+ *
+ * @example
+ * ```ts
+ * configPorts('[api]\nport = 64321'); // { api: 64321, db: 54322 }
+ * ```
+ */
+export function configPorts(
+  text = Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
+): { api: number; db: number } {
+  const config = parseToml(text) as {
+    api?: { port?: unknown };
+    db?: { port?: unknown };
+  };
+  const port = (value: unknown, fallback: number) =>
+    Number.isInteger(value) && (value as number) > 0 &&
+      (value as number) <= 65535
+      ? value as number
+      : fallback;
+  return {
+    api: port(config.api?.port, 54321),
+    db: port(config.db?.port, 54322),
+  };
+}
+
 /** What the Auth stand-in takes from config.toml, as `supabase start` does. */
 export interface AuthConfig {
   jwtExpiry: number;

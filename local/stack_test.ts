@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { startPgliteServer } from "./db/pglite_server.ts";
-import { startStack } from "./stack.ts";
+import { configPorts, startStack } from "./stack.ts";
 import { createTestDatabase } from "./testing/database.ts";
 
 Deno.test("startStack: Auth works through the pool it is given (ended with the stack), and onResponse sees every answered request with its status", async () => {
@@ -60,4 +60,21 @@ Deno.test("startStack: Auth works through the pool it is given (ended with the s
     await db?.close();
   }
   await assert.rejects(authSql`select 1`, /CONNECTION_ENDED|ended/i);
+});
+
+Deno.test("configPorts: [api] port and [db] port of config.toml, the CLI's way to move ports, are npm start's defaults; 54321 and 54322 without them", () => {
+  assert.deepEqual(configPorts("[api]\nport = 64321\n[db]\nport = 64322\n"), {
+    api: 64321,
+    db: 64322,
+  });
+  assert.deepEqual(configPorts('project_id = "x"\n'), {
+    api: 54321,
+    db: 54322,
+  });
+  assert.deepEqual(configPorts("[api]\nport = 99999\n"), {
+    api: 54321,
+    db: 54322,
+  });
+  // The project's own file.
+  assert.deepEqual(configPorts(), { api: 54321, db: 54322 });
 });

@@ -11,7 +11,12 @@
  */
 import { parseArgs } from "node:util";
 import { SEED_IDENTITIES } from "./fixture.ts";
-import { DEFAULT_DATA_DIR, type Stack, startStack } from "./stack.ts";
+import {
+  configPorts,
+  DEFAULT_DATA_DIR,
+  type Stack,
+  startStack,
+} from "./stack.ts";
 import { StartError } from "./start_error.ts";
 import { statusText } from "./status.ts";
 
@@ -21,8 +26,9 @@ export const USAGE = `Usage: npm start [-- <flags>]
 Runs the Docker-free local stack (Auth, functions, PGlite) until Ctrl-C.
 
 Flags (or environment variables):
-  --port <n>            LOCAL_API_PORT      API port (54321; 0 picks a free one)
-  --db-port <n>         LOCAL_DB_PORT       PGlite port (54322; 0 picks a free one)
+  --port <n>            LOCAL_API_PORT      API port (config.toml [api] port, 54321;
+                                            0 picks a free one)
+  --db-port <n>         LOCAL_DB_PORT       PGlite port (config.toml [db] port, 54322)
   --data-dir <path>     LOCAL_DATA_DIR      PGlite data and signing key (.local/data)
   --database-url <url>  LOCAL_DATABASE_URL  use this PostgreSQL instead of PGlite
                                             (prefer the variable: a flag shows in
@@ -103,16 +109,17 @@ async function _start(): Promise<Stack> {
     append: true,
     create: true,
   });
+  const ports = configPorts();
   return await startStack({
     apiPort: _port(
       "--port",
       values.port ?? Deno.env.get("LOCAL_API_PORT"),
-      54321,
+      ports.api,
     ),
     dbPort: _port(
       "--db-port",
       values["db-port"] ?? Deno.env.get("LOCAL_DB_PORT"),
-      54322,
+      ports.db,
     ),
     dataDir,
     databaseUrl: values["database-url"] ?? _databaseUrl(log),

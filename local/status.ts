@@ -54,10 +54,22 @@ For a shell (the README's examples use these):
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: { "data-dir": { type: "string" } },
-  });
+  let values: { "data-dir"?: string };
+  try {
+    ({ values } = parseArgs({
+      args: Deno.args,
+      options: { "data-dir": { type: "string" } },
+    }));
+  } catch (error) {
+    // One line, as npm start answers a bad flag (`supabase status -o env`
+    // habits included), not a stack trace.
+    console.error(
+      `npm run status failed: ${
+        (error as Error).message
+      }. It takes --data-dir <path> (npm run status -- --data-dir <path>).`,
+    );
+    Deno.exit(1);
+  }
   const dataDir = values["data-dir"] ?? Deno.env.get("LOCAL_DATA_DIR") ??
     DEFAULT_DATA_DIR;
   const info = await readStackInfo(dataDir);

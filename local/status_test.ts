@@ -19,3 +19,16 @@ Deno.test("statusText: the URL of a database passed in is shown without its pass
     /DB URL: postgresql:\/\/postgres:postgres@127\.0\.0\.1:54322\/postgres/,
   );
 });
+
+Deno.test("npm run status: an unknown flag (the CLI's -o env) is one line and exit 1, not a stack trace", async () => {
+  const { code, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "--no-check", "local/status.ts", "-o", "env"],
+    cwd: new URL("../", import.meta.url).pathname,
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  const err = new TextDecoder().decode(stderr).trim();
+  assert.equal(code, 1);
+  assert.equal(err.split("\n").length, 1, err);
+  assert.match(err, /^npm run status failed: .*'-o'.*--data-dir <path>/);
+});
