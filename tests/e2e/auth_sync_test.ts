@@ -2180,6 +2180,65 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "auth-sync: without the auth_user_id column, an account auth-sync created (or gave its email) is the row's account on later updates and in sync; an address changed since by anyone else is not",
+  async () => {
+    // The column is gone (dropped by the test above, or here when run
+    // alone). The row finds its account by correo only, and an account
+    // auth-sync made was neither mailed nor stamped: what auth-sync
+    // recorded of the address is its proof.
+    await stack
+      .sql`alter table public.usuarios drop column if exists auth_user_id`;
+    const email = uniqueEmail("legacy-made");
+    const [made] = await stack.sql`
+      insert into public.usuarios (correo) values (${email}) returning id`;
+    const id = Number(made.id);
+    const created = await authSync(boss, {
+      action: "update",
+      id,
+      password: pw("made"),
+    });
+    assert.equal(created.status, 200);
+    assert.equal(created.body.identity_created, true);
+    const accountId = created.body.user.auth_user_id;
+
+    const password = pw("made-again");
+    const again = await authSync(boss, { action: "update", id, password });
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    assert.equal(await canSignIn(email, password), true);
+
+    const moved = uniqueEmail("legacy-moved");
+    const renamed = await authSync(boss, {
+      action: "update",
+      id,
+      email: moved,
+    });
+    assert.equal(renamed.status, 200, JSON.stringify(renamed.body));
+    assert.equal(await providerEmail(accountId), moved);
+    const sync = await authSync(boss, { action: "sync", ids: [id] });
+    assert.deepEqual(sync.body.results, [
+      { id, status: "in_sync", auth_user_id: accountId },
+    ]);
+
+    // The account's address changed outside auth-sync (its owner, an
+    // operator): what auth-sync recorded no longer names it.
+    const elsewhere = uniqueEmail("legacy-elsewhere");
+    await stack.admin().auth.admin.updateUserById(accountId, {
+      email: elsewhere,
+      email_confirm: true,
+    });
+    await stack.sql`update public.usuarios set correo = ${elsewhere}
+                    where id = ${id}`;
+    const refused = await authSync(boss, {
+      action: "update",
+      id,
+      password: pw("refused"),
+    });
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.code, "identity_unverified");
+  },
+);
+
 e2eTest("auth-sync: audit rows hold no password", async () => {
   const rows = await stack.sql`
     select row_to_json(a)::text as text from public.auth_sync_audit a`;

@@ -109,10 +109,48 @@ export function stampedByAdmin(
   email: string | null,
   appMetadata: Readonly<Record<string, unknown>>,
 ): boolean {
-  const stamp = appMetadata[ADMIN_STAMP];
-  if (email === null || typeof stamp !== "string") return false;
+  return _names(appMetadata[ADMIN_STAMP], email);
+}
+
+/**
+ * The `app_metadata` key in which auth-sync records the address it set on
+ * an account (creating it, or changing its email): an administrator's act,
+ * written where only the service role can write. It links a `usuarios` row
+ * to that account by email ({@linkcode linkableAddress}); it grants no
+ * rights (`ADMIN_EMAILS` reads {@linkcode ownsAddress} only).
+ */
+export const SET_BY_AUTH_SYNC = "auth_sync_email";
+
+/**
+ * Whether a `usuarios` row may be linked to, or changed through, the
+ * account of its email: the account owns the address
+ * ({@linkcode ownsAddress}), or auth-sync itself set that address on it
+ * and it is still the account's ({@linkcode SET_BY_AUTH_SYNC}; an address
+ * changed since, by the user or anyone, voids it). Without the second, a
+ * table without `auth_user_id`, which finds a row's account by email only,
+ * could never change an account auth-sync had created for it.
+ *
+ * @example
+ * ```ts
+ * await linkableAddress(account, () => settings.autoconfirms(env));
+ * ```
+ */
+export async function linkableAddress(
+  account: AddressClaim,
+  autoconfirm: () => Promise<boolean>,
+): Promise<boolean> {
+  if (
+    account.emailConfirmed &&
+    _names(account.appMetadata[SET_BY_AUTH_SYNC], account.email)
+  ) return true;
+  return await ownsAddress(account, autoconfirm);
+}
+
+// Whether a recorded address names `email` (both trimmed, case-insensitive).
+function _names(recorded: unknown, email: string | null): boolean {
+  if (email === null || typeof recorded !== "string") return false;
   const wanted = email.trim().toLowerCase();
-  return wanted !== "" && stamp.trim().toLowerCase() === wanted;
+  return wanted !== "" && recorded.trim().toLowerCase() === wanted;
 }
 
 /**

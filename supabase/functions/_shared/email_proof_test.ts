@@ -3,7 +3,9 @@ import {
   type AddressClaim,
   ADMIN_STAMP,
   confirmedAfterMail,
+  linkableAddress,
   ownsAddress,
+  SET_BY_AUTH_SYNC,
   stampedByAdmin,
 } from "./email_proof.ts";
 
@@ -138,5 +140,45 @@ Deno.test("ownsAddress: a failed settings look-up is passed on, never read as an
   await assert.rejects(
     ownsAddress(mailed, () => Promise.reject(new Error("down"))),
     /down/,
+  );
+});
+
+// Created (or re-addressed) by auth-sync: confirmed at once, never mailed.
+const madeByAuthSync: AddressClaim = {
+  ...signedUp,
+  email: "row@x.io",
+  appMetadata: { provider: "email", [SET_BY_AUTH_SYNC]: " Row@X.io " },
+};
+
+Deno.test("linkableAddress: an address auth-sync set on the account links its row, in every configuration; ownsAddress (rights) does not take it", async () => {
+  for (const autoconfirm of [true, false]) {
+    const s = settings(autoconfirm);
+    assert.equal(await linkableAddress(madeByAuthSync, s.autoconfirm), true);
+    assert.equal(s.asked, 0);
+    assert.equal(await ownsAddress(madeByAuthSync, s.autoconfirm), false);
+  }
+});
+
+Deno.test("linkableAddress: an address changed since auth-sync set it, or unconfirmed, links nothing; otherwise ownsAddress decides", async () => {
+  const s = settings(true);
+  assert.equal(
+    await linkableAddress(
+      { ...madeByAuthSync, email: "taken@x.io" },
+      s.autoconfirm,
+    ),
+    false,
+  );
+  assert.equal(
+    await linkableAddress(
+      { ...madeByAuthSync, emailConfirmed: false },
+      s.autoconfirm,
+    ),
+    false,
+  );
+  assert.equal(await linkableAddress(signedUp, s.autoconfirm), false);
+  assert.equal(await linkableAddress(stamped, s.autoconfirm), true);
+  assert.equal(
+    await linkableAddress(mailed, settings(false).autoconfirm),
+    true,
   );
 });

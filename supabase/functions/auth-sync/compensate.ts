@@ -18,6 +18,7 @@
 import { publicDbError, type Sql } from "../_shared/db.ts";
 import type { AuthAdmin } from "../_shared/deps.ts";
 import { HttpError } from "../_shared/errors.ts";
+import { SET_BY_AUTH_SYNC } from "../_shared/email_proof.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import {
   type Account,
@@ -215,6 +216,10 @@ async function _restoreEmail(scope: Scope, account: Account): Promise<boolean> {
   const { error } = await scope.admin.updateUserById(account.id, {
     email: previous,
     ...(account.emailConfirmed ? { email_confirm: true } : {}),
+    // The address auth-sync had recorded before (null removes the key).
+    app_metadata: {
+      [SET_BY_AUTH_SYNC]: account.appMetadata[SET_BY_AUTH_SYNC] ?? null,
+    },
   });
   if (!error) return true;
   _log("Email not set back", error);

@@ -9,7 +9,8 @@
  * - no `correo`: `no_email`;
  * - no account has the `correo`: `no_identity`;
  * - that account is not proven to own the address (neither confirmed by
- *   mail nor stamped by an operator, {@linkcode ownsAddress}): `unverified`, and
+ *   mail nor stamped by an operator, nor given that address by auth-sync:
+ *   {@linkcode linkableAddress}): `unverified`, and
  *   nothing is linked: whoever signed up first with a row's address would
  *   otherwise be handed the row;
  * - that account is linked to another row: `conflict`;
@@ -27,7 +28,7 @@
 import postgres from "postgres";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { publicDbError, type Sql } from "../_shared/db.ts";
-import { ownsAddress } from "../_shared/email_proof.ts";
+import { linkableAddress } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { findAccounts, linkedRows, normalizeEmail } from "./accounts.ts";
 import type { CallDeps } from "./provider.ts";
@@ -136,7 +137,7 @@ async function _sync(
       result = { id: row.id, status: "no_email", auth_user_id: null };
     } else if (!mine) {
       result = { id: row.id, status: "no_identity", auth_user_id: null };
-    } else if (!(await ownsAddress(mine, call.autoconfirm))) {
+    } else if (!(await linkableAddress(mine, call.autoconfirm))) {
       result = { id: row.id, status: "unverified", auth_user_id: null };
     } else if (!columns.authUserId) {
       result = { id: row.id, status: "in_sync", auth_user_id: mine.id };

@@ -43,7 +43,7 @@ import postgres from "postgres";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { asDbTimeout, publicDbError, type Sql } from "../_shared/db.ts";
-import { ownsAddress } from "../_shared/email_proof.ts";
+import { linkableAddress, SET_BY_AUTH_SYNC } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent, redact } from "../_shared/log.ts";
 import {
@@ -404,7 +404,7 @@ async function _rowAccount(
       return { account: null, link: false };
     }
   }
-  if (!(await ownsAddress(byCorreo, call.autoconfirm))) {
+  if (!(await linkableAddress(byCorreo, call.autoconfirm))) {
     if (input.email === undefined && input.password === undefined) {
       return { account: null, link: false };
     }
@@ -521,7 +521,13 @@ async function _applyProvider(
       password: password !== null,
     };
     const { error } = await admin.updateUserById(plan.account.id, {
-      ...(email !== null ? { email, email_confirm: true } : {}),
+      ...(email !== null
+        ? {
+          email,
+          email_confirm: true,
+          app_metadata: { [SET_BY_AUTH_SYNC]: email },
+        }
+        : {}),
       ...(password !== null ? { password } : {}),
     });
     if (error) throw await _failure(scope, change, error);
@@ -531,7 +537,10 @@ async function _applyProvider(
     email: plan.email,
     password: plan.password,
     email_confirm: true,
-    app_metadata: { [CREATED_BY_KEY]: plan.requestId },
+    app_metadata: {
+      [CREATED_BY_KEY]: plan.requestId,
+      [SET_BY_AUTH_SYNC]: plan.email,
+    },
   });
   const change: ProviderChange = {
     kind: "created",
