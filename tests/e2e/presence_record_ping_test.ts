@@ -74,6 +74,41 @@ e2eTest(
 );
 
 e2eTest(
+  "record_ping: a stored ultimo_acceso over a minute ahead of the database clock (the app's own local-time now(), a fast browser clock) holds nobody online: offline lands and online moves the time to now; a lead within a minute keeps the order rules",
+  async () => {
+    const e = email("ahead");
+    const id = await insert({ correo: e });
+    const storedAhead = async (lead: string) => {
+      await sql`update public.usuarios
+        set presence_state = 'online', ultimo_acceso = now() + ${lead}::interval
+        where id = ${id}`;
+    };
+    const nearNow = async (t: Date | null) => {
+      const [{ now }] = await sql`select now() as now`;
+      assert.ok(t && Math.abs(t.getTime() - (now as Date).getTime()) < 5_000);
+    };
+    await storedAhead("1 hour");
+    const off = await ping(uid(), e, { state: "offline" });
+    assert.equal(off.presence_state, "offline");
+    await nearNow(off.ultimo_acceso);
+
+    await storedAhead("1 hour");
+    const on = await ping(uid(), e, { state: "online" });
+    assert.equal(on.presence_state, "online");
+    await nearNow(on.ultimo_acceso);
+
+    // A concurrent ping's lead (never near a minute): the stored online is
+    // newer, so the offline is answered as stored.
+    await storedAhead("30 seconds");
+    const [{ stored }] = await sql`
+      select ultimo_acceso as stored from public.usuarios where id = ${id}`;
+    const older = await ping(uid(), e, { state: "offline" });
+    assert.equal(older.presence_state, "online");
+    assert.equal(older.ultimo_acceso?.getTime(), (stored as Date).getTime());
+  },
+);
+
+e2eTest(
   "record_ping: fixed empty search_path and UTC, invoker rights, outside the exposed schemas",
   async () => {
     const [r] = await sql`
