@@ -268,6 +268,24 @@ async function start(
   return { stack, log };
 }
 
+/**
+ * Runs `test` on a fresh database (PGlite, or PostgreSQL with
+ * TEST_DATABASE_URL) and one connection to it, then drops both.
+ */
+async function onFreshDatabase(
+  test: (db: TestDatabase, sql: postgres.Sql) => Promise<void>,
+  onnotice: (notice: postgres.Notice) => void = () => {},
+): Promise<void> {
+  const db = await createTestDatabase();
+  const sql = postgres(db.url, { max: 1, prepare: false, onnotice });
+  try {
+    await test(db, sql);
+  } finally {
+    await sql.end();
+    await db.close();
+  }
+}
+
 /** The upgrade script's failure: psql's `ERROR:` line. */
 class UpgradeError extends Error {}
 
@@ -295,14 +313,8 @@ async function applyUpgrade(url: string): Promise<string[]> {
 e2eTest(
   "adopt: the first migration, run on an existing table, changes nothing, adds no index and says so in a NOTICE",
   async () => {
-    const db = await createTestDatabase();
     const notices: string[] = [];
-    const sql = postgres(db.url, {
-      max: 1,
-      prepare: false,
-      onnotice: (n) => notices.push(n.message),
-    });
-    try {
+    await onFreshDatabase(async (_db, sql) => {
       await sql.unsafe(SHAPES[0].setup);
       const before = await snapshot(sql);
       await sql.unsafe(FIRST_MIGRATION);
@@ -315,23 +327,14 @@ e2eTest(
       );
       assert.equal(await snapshot(sql), before);
       assert.deepEqual(Object.fromEntries(await indexes(sql)), {});
-    } finally {
-      await sql.end();
-      await db.close();
-    }
+    }, (n) => notices.push(n.message));
   },
 );
 
 e2eTest(
   "adopt: on an empty database the first migration creates the table as before, and running it again changes nothing",
   async () => {
-    const db = await createTestDatabase();
-    const sql = postgres(db.url, {
-      max: 1,
-      prepare: false,
-      onnotice: () => {},
-    });
-    try {
+    await onFreshDatabase(async (_db, sql) => {
       await sql.unsafe(FIRST_MIGRATION);
       const columns = await sql`
         select column_name, data_type, is_nullable, column_default,
@@ -402,10 +405,7 @@ e2eTest(
       await sql.unsafe(FIRST_MIGRATION);
       assert.equal(await snapshot(sql), before);
       assert.deepEqual(await indexes(sql), indexesBefore);
-    } finally {
-      await sql.end();
-      await db.close();
-    }
+    });
   },
 );
 
@@ -438,13 +438,7 @@ e2eTest(
       ],
     }];
     for (const { setup, named } of cases) {
-      const db = await createTestDatabase();
-      const sql = postgres(db.url, {
-        max: 1,
-        prepare: false,
-        onnotice: () => {},
-      });
-      try {
+      await onFreshDatabase(async (db, sql) => {
         await bootstrapDatabase(db.url);
         await sql.unsafe(setup);
         const refused = await pushMigrations(db.url, { includeSeed: false })
@@ -469,10 +463,7 @@ e2eTest(
           insert into public.usuarios (correo, rol) values ('app@x.test', 'user');
           update public.usuarios set rol = 'admin' where correo = 'app@x.test';
           delete from public.usuarios where correo = 'app@x.test';`);
-      } finally {
-        await sql.end();
-        await db.close();
-      }
+      });
     }
   },
 );

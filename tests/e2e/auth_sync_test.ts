@@ -1708,6 +1708,25 @@ e2eTest(
 
 // ------------------------------------------------------------ convergence
 
+/**
+ * A dead call's trace: Auth holds the email `newEmail` the call set on
+ * `u`'s account, and its intent is open (its holder gone), the row as it was.
+ */
+async function deadCallTrace(u: TestUser, newEmail: string): Promise<void> {
+  await stack.admin().auth.admin.updateUserById(u.id, {
+    email: newEmail,
+    email_confirm: true,
+  });
+  await stack.sql`
+    insert into public.auth_sync_intents
+      (id, target_id, holder, kind, account_id, fields, old_email, new_email,
+       row_set, actor_kind, actor_auth_user_id, actor_email)
+    values (${crypto.randomUUID()}::uuid, ${u.rowId}, ${crypto.randomUUID()}::uuid,
+            'update', ${u.id}::uuid, array['email'], ${u.email}, ${newEmail},
+            ${stack.sql.json({ correo: newEmail })}, 'user', ${admin.id}::uuid,
+            ${admin.email})`;
+}
+
 async function intents(targetId: number) {
   return (await stack.sql`
     select outcome, settled_at is not null as settled, fields
@@ -1964,21 +1983,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
     async () => {
       const u = await linkedUser("held-intent");
       const newEmail = uniqueEmail("held-new");
-      // A dead call's trace: Auth holds the email it set, the row does not.
-      await stack.admin().auth.admin.updateUserById(u.id, {
-        email: newEmail,
-        email_confirm: true,
-      });
-      await stack.sql`
-        insert into public.auth_sync_intents
-          (id, target_id, holder, kind, account_id, fields, old_email, new_email,
-           row_set, actor_kind, actor_auth_user_id, actor_email)
-        values (${crypto.randomUUID()}::uuid, ${u.rowId}, ${crypto.randomUUID()}::uuid,
-                'update', ${u.id}::uuid, array['email'], ${u.email}, ${newEmail},
-                ${
-        stack.sql.json({ correo: newEmail })
-      }, 'user', ${admin.id}::uuid,
-                ${admin.email})`;
+      await deadCallTrace(u, newEmail);
       const page = { action: "reconcile", after_id: u.rowId! - 1, limit: 1 };
       // The app's own transaction holds the row past the 1 s lock wait.
       let locked!: () => void;
@@ -2021,21 +2026,10 @@ e2eTest(
   async () => {
     const u = await linkedUser("stuck-intent");
     const taken = uniqueEmail("taken");
-    // A dead call's trace: Auth holds the email it set, but meanwhile
-    // another row took that email, so the row cannot follow.
-    await stack.admin().auth.admin.updateUserById(u.id, {
-      email: taken,
-      email_confirm: true,
-    });
+    // Meanwhile another row took the email the dead call set, so the row
+    // cannot follow.
+    await deadCallTrace(u, taken);
     await stack.sql`insert into public.usuarios (correo) values (${taken})`;
-    await stack.sql`
-      insert into public.auth_sync_intents
-        (id, target_id, holder, kind, account_id, fields, old_email, new_email,
-         row_set, actor_kind, actor_auth_user_id, actor_email)
-      values (${crypto.randomUUID()}::uuid, ${u.rowId}, ${crypto.randomUUID()}::uuid,
-              'update', ${u.id}::uuid, array['email'], ${u.email}, ${taken},
-              ${stack.sql.json({ correo: taken })}, 'user', ${admin.id}::uuid,
-              ${admin.email})`;
     const name = `unblocked-${u.rowId}`;
     const res = await authSync(admin, {
       action: "update",
