@@ -14,6 +14,7 @@
  */
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
+import { isLoopbackHost } from "../supabase/functions/_shared/db.ts";
 import { StartError } from "./start_error.ts";
 
 /** The project folder that holds `supabase/`. */
@@ -107,8 +108,7 @@ export function isLoopbackUrl(url: string): boolean {
     return false;
   }
   const host = parsed.hostname.replace(/^\[|\]$/g, "");
-  return host === "" || host === "localhost" || host === "::1" ||
-    /^127\.\d+\.\d+\.\d+$/.test(host);
+  return host === "" || isLoopbackHost(host);
 }
 
 /**

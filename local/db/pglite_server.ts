@@ -73,15 +73,14 @@ export async function startPgliteServer(
     number,
     { handler: PGLiteSocketHandler; socket: Socket }
   >();
+  const idleMs = options.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS;
   const queue = new SessionQueue(db, {
-    idleInTransactionMs: options.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS,
+    idleInTransactionMs: idleMs,
     onIdleTimeout: (handlerId) => {
       const held = sockets.get(handlerId);
       if (!held) return;
       options.log?.(
-        `PGlite: closed a connection idle in a transaction for ${
-          options.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS
-        } ms while others waited (its transaction was rolled back)`,
+        `PGlite: closed a connection idle in a transaction for ${idleMs} ms while others waited (its transaction was rolled back)`,
       );
       // What PostgreSQL sends before it closes such a connection.
       if (held.socket.writable) held.socket.write(_IDLE_FATAL);

@@ -333,8 +333,8 @@ export const SETTINGS_TTL_MS = 60_000;
  */
 export class AuthSettings {
   readonly #now: () => number;
-  readonly #cache = new Map<string, { autoconfirm: boolean; until: number }>();
-  readonly #keys = new Map<string, { refusal: string | null; until: number }>();
+  // Every answer, by what was asked, until it expires.
+  readonly #kept = new Map<string, { answer: unknown; until: number }>();
 
   /** Settings whose answers expire by the clock `now` (ms since the epoch). */
   constructor(now: () => number) {
@@ -353,9 +353,14 @@ export class AuthSettings {
    * if (await settings.autoconfirms(env)) console.log("a confirmed email proves little here");
    * ```
    */
-  async autoconfirms(env: FunctionEnv): Promise<boolean> {
-    const cached = this.#cache.get(env.supabaseUrl);
-    if (cached && cached.until > this.#now()) return cached.autoconfirm;
+  autoconfirms(env: FunctionEnv): Promise<boolean> {
+    return this.#keep(
+      `autoconfirm\n${env.supabaseUrl}`,
+      () => this.#askAutoconfirm(env),
+    );
+  }
+
+  async #askAutoconfirm(env: FunctionEnv): Promise<boolean> {
     let settings: { mailer_autoconfirm?: unknown };
     try {
       const res = await fetch(`${env.supabaseUrl}/auth/v1/settings`, {
@@ -371,12 +376,17 @@ export class AuthSettings {
       throw providerUnavailable(error);
     }
     // Anything but an explicit false counts as autoconfirm: the safe reading.
-    const autoconfirm = settings.mailer_autoconfirm !== false;
-    this.#cache.set(env.supabaseUrl, {
-      autoconfirm,
-      until: this.#now() + SETTINGS_TTL_MS,
-    });
-    return autoconfirm;
+    return settings.mailer_autoconfirm !== false;
+  }
+
+  // The answer to `id`, asked again once SETTINGS_TTL_MS have passed by the
+  // owner's clock. A failed question is not kept.
+  async #keep<T>(id: string, ask: () => Promise<T>): Promise<T> {
+    const kept = this.#kept.get(id);
+    if (kept && kept.until > this.#now()) return kept.answer as T;
+    const answer = await ask();
+    this.#kept.set(id, { answer, until: this.#now() + SETTINGS_TTL_MS });
+    return answer;
   }
 
   /**
@@ -392,11 +402,14 @@ export class AuthSettings {
    * const refused = await settings.keyRefusal(env, presentedKey); // null: accepted
    * ```
    */
-  async keyRefusal(env: FunctionEnv, key: string): Promise<string | null> {
-    const id = `${env.supabaseUrl}\n${key}`;
-    const cached = this.#keys.get(id);
-    if (cached && cached.until > this.#now()) return cached.refusal;
-    let refusal: string | null;
+  keyRefusal(env: FunctionEnv, key: string): Promise<string | null> {
+    return this.#keep(
+      `key\n${env.supabaseUrl}\n${key}`,
+      () => this.#askKey(env, key),
+    );
+  }
+
+  async #askKey(env: FunctionEnv, key: string): Promise<string | null> {
     try {
       // The cheapest admin call; its answer is all that is read.
       const res = await fetch(
@@ -408,19 +421,14 @@ export class AuthSettings {
       );
       if (res.status === 401 || res.status === 403) {
         const body = await res.json().catch(() => ({}));
-        refusal = _refusalMessage(body) ?? "Invalid API key";
-      } else if (res.ok) {
-        await res.body?.cancel();
-        refusal = null;
-      } else {
-        await res.body?.cancel();
-        throw new Error(`Auth admin API answered ${res.status}`);
+        return _refusalMessage(body) ?? "Invalid API key";
       }
+      await res.body?.cancel();
+      if (res.ok) return null;
+      throw new Error(`Auth admin API answered ${res.status}`);
     } catch (error) {
       throw providerUnavailable(error);
     }
-    this.#keys.set(id, { refusal, until: this.#now() + SETTINGS_TTL_MS });
-    return refusal;
   }
 }
 

@@ -116,6 +116,20 @@ export interface ConnectionOptions {
 const _LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i;
 
 /**
+ * Whether a host name is this machine's loopback (`localhost`, `127.x.x.x`,
+ * `::1`, without brackets): where TLS protects nothing.
+ *
+ * @example
+ * ```ts
+ * isLoopbackHost("127.0.0.1"); // true
+ * isLoopbackHost("db.abc.supabase.co"); // false
+ * ```
+ */
+export function isLoopbackHost(host: string): boolean {
+  return _LOOPBACK.test(host);
+}
+
+/**
  * Reads a `postgresql://` connection string the way a hosted one is meant:
  * an IPv6 literal in brackets is a host (postgres.js alone splits it at its
  * colons), user and password are percent-decoded, and the query parameters
@@ -194,7 +208,7 @@ export function connectionOptions(url: string): ConnectionOptions {
     database: decodeURIComponent(parsed.pathname.slice(1)) || "postgres",
     username: decodeURIComponent(parsed.username),
     password: decodeURIComponent(parsed.password),
-    ssl: _ssl(mode, _LOOPBACK.test(host)),
+    ssl: _ssl(mode, isLoopbackHost(host)),
     connect_timeout: _connectTimeout(connect_timeout),
     connection: options === undefined
       ? { application_name }
@@ -567,10 +581,10 @@ const _TRANSIENT_CODES = new Set([
  * ```
  */
 export function isTransient(error: unknown): boolean {
+  if (_isConnectionError(error)) return true;
   const code = (error as { code?: unknown })?.code;
-  if (typeof code !== "string") return false;
-  return _TRANSIENT_CODES.has(code) || _CONNECTION_CODES.has(code) ||
-    code.startsWith("08");
+  return typeof code === "string" &&
+    (_TRANSIENT_CODES.has(code) || code.startsWith("08"));
 }
 
 /** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */

@@ -320,10 +320,7 @@ async function _afterFailedWrite(
   // Auth was put back: the database's failure, answered as one that came
   // after the provider changed (500 sync_failed), not as a refusal before.
   throw answer instanceof HttpError ? answer : _taken(answer) ??
-    new HttpError("sync_failed", {
-      extra: { error: publicDbError(answer) },
-      cause: answer,
-    });
+    _syncFailed(answer);
 }
 
 function _sent(change: ProviderChange): Field[] {
@@ -697,6 +694,11 @@ function _asHttpError(error: unknown): HttpError {
       cause: error,
     });
   }
+  return _syncFailed(error);
+}
+
+// 500 sync_failed, naming the database's condition only.
+function _syncFailed(error: unknown): HttpError {
   return new HttpError("sync_failed", {
     extra: { error: publicDbError(error) },
     cause: error,
