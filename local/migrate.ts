@@ -108,7 +108,11 @@ export function isLoopbackUrl(url: string): boolean {
     return false;
   }
   const host = parsed.hostname.replace(/^\[|\]$/g, "");
-  return host === "" || isLoopbackHost(host);
+  // No host is libpq's local socket, in a postgres URL only: a string with
+  // no scheme ("db.x.supabase.co:5432/postgres") parses with its host as
+  // the scheme and an empty host.
+  if (host === "") return /^postgres(ql)?:$/.test(parsed.protocol);
+  return isLoopbackHost(host);
 }
 
 /**

@@ -24,6 +24,8 @@ Deno.test("isLoopbackUrl: loopback hosts and Unix sockets are this machine; any 
       "postgresql://u@127.0.0.1.nip.io/db",
       "postgresql://u@x/db?host=db.internal",
       "not a url",
+      "db.abcdefghijklmnop.supabase.co:5432/postgres",
+      "project.co:54321",
     ]
   ) assert.equal(isLoopbackUrl(url), false, url);
 });

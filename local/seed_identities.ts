@@ -87,6 +87,12 @@ if (import.meta.main) {
   const apiUrl = Deno.env.get("SUPABASE_URL") ?? "http://127.0.0.1:54321";
   // Identities whose passwords the README prints belong on this machine
   // only: a SUPABASE_URL left in the shell for a hosted project is refused.
+  if (!/^https?:$/.test(URL.parse(apiUrl)?.protocol ?? "")) {
+    console.error(
+      "seed:identities refused: SUPABASE_URL is not an http(s) URL (expected e.g. http://127.0.0.1:54321). Unset it to seed the local stack.",
+    );
+    Deno.exit(1);
+  }
   if (!isLoopbackUrl(apiUrl)) {
     console.error(
       `seed:identities refused: SUPABASE_URL (${

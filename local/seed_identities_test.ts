@@ -114,3 +114,18 @@ Deno.test("seed:identities: a SUPABASE_URL left in the shell for a hosted projec
   );
   assert.ok(!run.err.includes("a-hosted-key"));
 });
+
+Deno.test("seed:identities: a SUPABASE_URL that is not an http(s) URL is refused in one line, before any request", async () => {
+  // Without a scheme, and one URL reads as a scheme with an empty host.
+  for (const url of ["abcdefghijklmnop.supabase.co", "project.co:54321"]) {
+    const run = await seedTask({
+      SUPABASE_URL: url,
+      SUPABASE_SERVICE_ROLE_KEY: "a-hosted-key",
+    });
+    assert.equal(run.code, 1, url);
+    assert.equal(
+      run.err.trim(),
+      "seed:identities refused: SUPABASE_URL is not an http(s) URL (expected e.g. http://127.0.0.1:54321). Unset it to seed the local stack.",
+    );
+  }
+});
