@@ -199,13 +199,13 @@ async function _update(
     ? change.accountId
     : account?.id ?? null;
   const write = {
-    accountId: relink ? accountId : null,
+    set: _rowSet(input, relink ? accountId : null),
     changed,
     lease,
     intentId,
   };
   try {
-    const user = await _writeRow(sql, actor, row, input, columns, write);
+    const user = await _writeRow(sql, actor, row, columns, write);
     return {
       user: { ...user, auth_user_id: user.auth_user_id ?? accountId },
       changed,
@@ -222,8 +222,9 @@ async function _update(
   }
 }
 
-// The row columns the call writes once Auth has changed, as the intent
-// records them (a created account's id is only known from Auth).
+// The row columns the call writes: as the intent records them before Auth
+// is called, and as written once Auth has changed (then with a created
+// account's id, only known from Auth).
 function _rowSet(input: UpdateRequest, linkTo: string | null): RowSet {
   return {
     ...(input.email !== undefined ? { correo: input.email } : {}),
@@ -603,21 +604,15 @@ async function _writeRow(
   sql: Sql,
   actor: Actor,
   row: _Row,
-  input: UpdateRequest,
   columns: OptionalColumns,
   plan: {
-    accountId: string | null;
+    set: RowSet;
     changed: Field[];
     lease: Lease;
     intentId: string | null;
   },
 ): Promise<Omit<_Row, "auth_user_id"> & { auth_user_id: string | null }> {
-  const set: Record<string, string> = {};
-  if (input.email !== undefined) set.correo = input.email;
-  if (input.nombre_usuario !== undefined) {
-    set.nombre_usuario = input.nombre_usuario;
-  }
-  if (plan.accountId !== null) set.auth_user_id = plan.accountId;
+  const set: Record<string, string> = { ...plan.set };
   const authUserId = columns.authUserId
     ? sql`u.auth_user_id::text`
     : sql`null::text`;
