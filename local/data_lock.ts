@@ -14,6 +14,8 @@ export interface StackInfo {
   database: "pglite" | "postgres";
   apiUrl: string;
   dbUrl: string;
+  /** The Mailpit-compatible mail API, if served (absent before it was). */
+  mailUrl?: string | null;
   startedAt: string;
 }
 

@@ -34,6 +34,7 @@ import { createDemo } from "./demo.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
 import { Inbox } from "./auth/mailer.ts";
 import { inboxPage } from "./inbox.ts";
+import { mailpitApi, type MailpitSender } from "./mailpit.ts";
 import {
   fixtureBelongs,
   isLoopbackUrl,
@@ -51,6 +52,12 @@ export interface StackOptions {
   apiPort?: number;
   /** PGlite's port (`supabase start`: 54322); 0 picks a free one. */
   dbPort?: number;
+  /**
+   * The Mailpit-compatible mail API's port ({@linkcode mailpitApi};
+   * `supabase start`: 54324); 0 picks a free one. Default: none (the
+   * inbox is still at `/inbox/` on the API port).
+   */
+  mailPort?: number | null;
   /** Loopback interface to bind. */
   host?: string;
   /** Folder for PGlite's data and the signing key; `null`: in memory. */
@@ -138,6 +145,8 @@ export interface Stack {
   readonly database: "pglite" | "postgres";
   /** Whether the local fixture was written (or kept) in this database. */
   readonly seeded: boolean;
+  /** The Mailpit-compatible mail API, if `mailPort` was given. */
+  readonly mailUrl: string | null;
   /** The mails Auth sent (also at `/inbox/` on the API port). */
   readonly inbox: Inbox;
   /** Stops the gateway, the pools and the database. */
@@ -175,6 +184,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     // Checked first, so a taken port fails before anything touches a
     // database; bound for real below.
     const apiPort = _freeOrFail(host, options.apiPort ?? 54321, "--port");
+    const mailPort = options.mailPort == null
+      ? null
+      : _freeOrFail(host, options.mailPort, "--mail-port");
     if (options.reset && options.databaseUrl) {
       throw new StartError(
         "--reset deletes the local PGlite data and does not touch a database given by --database-url",
@@ -299,30 +311,37 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       demo: createDemo({ anonKey: LOCAL_ANON_KEY }),
       inbox: inboxPage(inbox),
     });
-    let server: Deno.HttpServer;
-    try {
-      const observe = options.onResponse;
-      server = Deno.serve(
-        { hostname: host, port: apiPort, onListen: () => {} },
-        observe
-          ? async (req) => {
-            const res = await gateway(req);
-            observe(req, res);
-            return res;
-          }
-          : gateway,
-      );
-    } catch (error) {
-      throw _addrInUse(error)
-        ? _portTaken(host, apiPort, "--port", error)
-        : error;
-    }
+    const observe = options.onResponse;
+    const server = _serve(
+      host,
+      apiPort,
+      "--port",
+      observe
+        ? async (req) => {
+          const res = await gateway(req);
+          observe(req, res);
+          return res;
+        }
+        : gateway,
+    );
     cleanups.push(async () => {
       await server.shutdown();
       await deps.close();
     });
     log(`Serving the API on ${apiUrl}`);
-    await locked?.record({ database, apiUrl, dbUrl });
+    let mailUrl: string | null = null;
+    if (mailPort !== null) {
+      const mail = _serve(
+        host,
+        mailPort,
+        "--mail-port",
+        mailpitApi(inbox, mailSender(), `${apiUrl}/inbox/`),
+      );
+      cleanups.push(() => mail.shutdown());
+      mailUrl = `http://${host}:${mailPort}`;
+      log(`Serving the Mailpit API on ${mailUrl}`);
+    }
+    await locked?.record({ database, apiUrl, dbUrl, mailUrl });
 
     if (seeded && (options.seedIdentities ?? true)) {
       await seedIdentities(apiUrl, LOCAL_SERVICE_ROLE_KEY);
@@ -337,6 +356,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       jwtSecret: LOCAL_JWT_SECRET,
       database,
       seeded,
+      mailUrl,
       inbox,
       close,
     };
@@ -375,6 +395,20 @@ function _freeOrFail(host: string, port: number, flag: string): number {
   } catch (error) {
     if (_addrInUse(error)) throw _portTaken(host, port, flag, error);
     throw error;
+  }
+}
+
+// Serves on a port checked free at start; taken since: the same error.
+function _serve(
+  host: string,
+  port: number,
+  flag: string,
+  handler: (req: Request) => Response | Promise<Response>,
+): Deno.HttpServer {
+  try {
+    return Deno.serve({ hostname: host, port, onListen: () => {} }, handler);
+  } catch (error) {
+    throw _addrInUse(error) ? _portTaken(host, port, flag, error) : error;
   }
 }
 
@@ -422,22 +456,21 @@ function _refuseSetting(setting: string, what: string): never {
 }
 
 /**
- * The ports `supabase/config.toml` gives the API (`[api] port`) and the
- * database (`[db] port`), the CLI's way to move them; 54321 and 54322 where
- * it gives none. `npm start` takes them as its defaults.
+ * The ports `supabase/config.toml` gives the API (`[api] port`), the
+ * database (`[db] port`) and the mail catcher (`[local_smtp] port`; `null`
+ * with `[local_smtp] enabled = false`), the CLI's way to move them; 54321,
+ * 54322 and 54324 where it gives none. `npm start` takes them as its
+ * defaults.
  *
  * @example
  * ```ts
- * configPorts('[api]\nport = 64321'); // { api: 64321, db: 54322 }
+ * configPorts('[api]\nport = 64321'); // { api: 64321, db: 54322, mail: 54324 }
  * ```
  */
 export function configPorts(
   text = Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
-): { api: number; db: number } {
-  const config = parseToml(text) as {
-    api?: { port?: unknown };
-    db?: { port?: unknown };
-  };
+): { api: number; db: number; mail: number | null } {
+  const config = _config(text);
   const port = (value: unknown, fallback: number) =>
     Number.isInteger(value) && (value as number) > 0 &&
       (value as number) <= 65535
@@ -446,6 +479,39 @@ export function configPorts(
   return {
     api: port(config.api?.port, 54321),
     db: port(config.db?.port, 54322),
+    mail: config.local_smtp?.enabled === false
+      ? null
+      : port(config.local_smtp?.port, 54324),
+  };
+}
+
+/**
+ * The From of every local mail: `[local_smtp]` `admin_email` and
+ * `sender_name` of config.toml (`text`, default the project's file), with
+ * the Supabase CLI's defaults.
+ */
+export function mailSender(
+  text = Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
+): MailpitSender {
+  const { local_smtp: smtp } = _config(text);
+  return {
+    address: typeof smtp?.admin_email === "string"
+      ? smtp.admin_email
+      : "admin@email.com",
+    name: typeof smtp?.sender_name === "string" ? smtp.sender_name : "Admin",
+  };
+}
+
+function _config(text: string) {
+  return parseToml(text) as {
+    api?: { port?: unknown };
+    db?: { port?: unknown };
+    local_smtp?: {
+      enabled?: unknown;
+      port?: unknown;
+      admin_email?: unknown;
+      sender_name?: unknown;
+    };
   };
 }
 

@@ -66,15 +66,18 @@ Deno.test("configPorts: [api] port and [db] port of config.toml, the CLI's way t
   assert.deepEqual(configPorts("[api]\nport = 64321\n[db]\nport = 64322\n"), {
     api: 64321,
     db: 64322,
+    mail: 54324,
   });
   assert.deepEqual(configPorts('project_id = "x"\n'), {
     api: 54321,
     db: 54322,
+    mail: 54324,
   });
   assert.deepEqual(configPorts("[api]\nport = 99999\n"), {
     api: 54321,
     db: 54322,
+    mail: 54324,
   });
   // The project's own file.
-  assert.deepEqual(configPorts(), { api: 54321, db: 54322 });
+  assert.deepEqual(configPorts(), { api: 54321, db: 54322, mail: 54324 });
 });

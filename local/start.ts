@@ -29,6 +29,9 @@ Flags (or environment variables):
   --port <n>            LOCAL_API_PORT      API port (config.toml [api] port, 54321;
                                             0 picks a free one)
   --db-port <n>         LOCAL_DB_PORT       PGlite port (config.toml [db] port, 54322)
+  --mail-port <n>       LOCAL_MAIL_PORT     Mailpit-compatible mail API (config.toml
+                                            [local_smtp] port, 54324; none with
+                                            [local_smtp] enabled = false)
   --data-dir <path>     LOCAL_DATA_DIR      PGlite data and signing key (.local/data)
   --database-url <url>  LOCAL_DATABASE_URL  use this PostgreSQL instead of PGlite
                                             (prefer the variable: a flag shows in
@@ -45,7 +48,7 @@ Also: npm run status (URLs and keys of the running stack), npm test.
 Logs: this terminal, and <data dir>/logs/stack.log (.local/data/logs/stack.log).`;
 
 const _USAGE =
-  "Flags: --port <n>, --db-port <n>, --data-dir <path>, --database-url <url>, --seed, --reset (npm start -- --help)";
+  "Flags: --port <n>, --db-port <n>, --mail-port <n>, --data-dir <path>, --database-url <url>, --seed, --reset (npm start -- --help)";
 
 if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
   console.log(USAGE);
@@ -90,6 +93,7 @@ async function _start(): Promise<Stack> {
       options: {
         port: { type: "string" },
         "db-port": { type: "string" },
+        "mail-port": { type: "string" },
         "data-dir": { type: "string" },
         "database-url": { type: "string" },
         seed: { type: "boolean" },
@@ -120,6 +124,11 @@ async function _start(): Promise<Stack> {
       "--db-port",
       values["db-port"] ?? Deno.env.get("LOCAL_DB_PORT"),
       ports.db,
+    ),
+    mailPort: ports.mail === null ? null : _port(
+      "--mail-port",
+      values["mail-port"] ?? Deno.env.get("LOCAL_MAIL_PORT"),
+      ports.mail,
     ),
     dataDir,
     databaseUrl: values["database-url"] ?? _databaseUrl(log),

@@ -23,6 +23,8 @@ export interface StatusInput {
   database: string;
   apiUrl: string;
   dbUrl: string;
+  /** The Mailpit-compatible mail API, if served. */
+  mailUrl?: string | null;
 }
 
 /**
@@ -38,7 +40,9 @@ export function statusText(s: StatusInput): string {
    Functions URL: ${s.apiUrl}/functions/v1
        Demo page: ${s.apiUrl}/demo/
            Inbox: ${s.apiUrl}/inbox/
-          DB URL: ${s.database === "pglite" ? s.dbUrl : redactUrl(s.dbUrl)}
+${s.mailUrl ? `     Mailpit URL: ${s.mailUrl}\n` : ""}          DB URL: ${
+    s.database === "pglite" ? s.dbUrl : redactUrl(s.dbUrl)
+  }
       JWT secret: ${LOCAL_JWT_SECRET}
  Publishable key: ${LOCAL_PUBLISHABLE_KEY}
       Secret key: ${LOCAL_SECRET_KEY}
@@ -83,5 +87,6 @@ if (import.meta.main) {
     database: info.database,
     apiUrl: info.apiUrl,
     dbUrl: info.dbUrl,
+    mailUrl: info.mailUrl,
   }));
 }

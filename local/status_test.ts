@@ -32,3 +32,17 @@ Deno.test("npm run status: an unknown flag (the CLI's -o env) is one line and ex
   assert.equal(err.split("\n").length, 1, err);
   assert.match(err, /^npm run status failed: .*'-o'.*--data-dir <path>/);
 });
+
+Deno.test("statusText: the Mailpit URL line, as supabase status prints it, only when the mail API is served", () => {
+  const input = {
+    database: "pglite" as const,
+    apiUrl: "http://127.0.0.1:54321",
+    dbUrl: "postgresql://postgres:postgres@127.0.0.1:54322/postgres",
+  };
+  assert.match(
+    statusText({ ...input, mailUrl: "http://127.0.0.1:54324" }),
+    /\n {5}Mailpit URL: http:\/\/127\.0\.0\.1:54324\n {10}DB URL:/,
+  );
+  assert.doesNotMatch(statusText(input), /Mailpit/);
+  assert.doesNotMatch(statusText({ ...input, mailUrl: null }), /Mailpit/);
+});

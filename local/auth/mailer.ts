@@ -90,6 +90,13 @@ export class Inbox {
     return this.#mails.find((m) => m.id === id);
   }
 
+  /** Removes the mails with these ids. */
+  delete(ids: Iterable<string>): void {
+    const gone = new Set(ids);
+    const kept = this.#mails.filter((m) => !gone.has(m.id));
+    this.#mails.splice(0, this.#mails.length, ...kept);
+  }
+
   /** Empties the inbox. */
   clear(): void {
     this.#mails.length = 0;

@@ -10,7 +10,10 @@ import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { follow, mails as inboxMails } from "../support/inbox.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
-const stack: TestStack = await startTestStack({ emailConfirmations: true });
+const stack: TestStack = await startTestStack({
+  emailConfirmations: true,
+  mailPort: 0,
+});
 
 const mails = (to: string) => inboxMails(stack.apiUrl, to);
 
@@ -40,6 +43,72 @@ e2eTest(
       password: "secret123",
     });
     assert.equal(signIn.error, null);
+  },
+);
+
+e2eTest(
+  "Mailpit API: an app's end-to-end test reads the confirmation mail as from supabase start's Mailpit (search to:, the message's HTML link), and the link confirms the account",
+  async () => {
+    const mailpit = stack.mailUrl!;
+    const email = `mailpit-${crypto.randomUUID().slice(0, 8)}@test.local`;
+    const signUp = await stack.anon().auth.signUp({
+      email,
+      password: "secret123",
+    });
+    assert.equal(signUp.error, null);
+
+    const query = encodeURIComponent(`to:${email}`);
+    const found = await (await fetch(
+      `${mailpit}/api/v1/search?query=${query}`,
+    )).json();
+    assert.equal(found.messages_count, 1);
+    assert.ok(found.total >= 1);
+    const [summary] = found.messages;
+    assert.equal(summary.Subject, "Confirm your email address");
+    assert.deepEqual(summary.To, [{ Name: "", Address: email }]);
+    assert.deepEqual(summary.From, {
+      Name: "Admin",
+      Address: "admin@email.com",
+    });
+    assert.equal(summary.Read, false);
+
+    const message = await (await fetch(
+      `${mailpit}/api/v1/message/${summary.ID}`,
+    )).json();
+    assert.equal(message.ID, summary.ID);
+    // As such tests do: the first link of the HTML part, entities decoded.
+    const href = /href="([^"]+)"/.exec(message.HTML)![1].replaceAll(
+      "&amp;",
+      "&",
+    );
+    assert.ok(href.startsWith(`${stack.apiUrl}/auth/v1/verify?`));
+    assert.ok(message.Text.includes(href));
+    const latest = await (await fetch(
+      `${mailpit}/api/v1/message/latest?query=${query}`,
+    )).json();
+    assert.equal(latest.ID, summary.ID);
+    assert.equal(
+      (await (await fetch(`${mailpit}/api/v1/search?query=${query}`)).json())
+        .messages[0].Read,
+      true,
+    );
+
+    assert.equal((await follow(href)).get("type"), "signup");
+    const signIn = await stack.anon().auth.signInWithPassword({
+      email,
+      password: "secret123",
+    });
+    assert.equal(signIn.error, null);
+
+    const deleted = await fetch(`${mailpit}/api/v1/search?query=${query}`, {
+      method: "DELETE",
+    });
+    assert.equal(await deleted.text(), "ok");
+    assert.deepEqual(await mails(email), []);
+    const home = await fetch(`${mailpit}/`, { redirect: "manual" });
+    await home.body?.cancel();
+    assert.equal(home.status, 302);
+    assert.equal(home.headers.get("location"), `${stack.apiUrl}/inbox/`);
   },
 );
 

@@ -27,6 +27,10 @@ async function startFails(args: string[]): Promise<Failed> {
         "local/start.ts",
         "--data-dir",
         dataDir,
+        // Mailpit's port may be taken on this machine (supabase start);
+        // a test's own --mail-port comes later and wins.
+        "--mail-port",
+        "0",
         ...args,
       ],
       cwd: ROOT,
@@ -36,6 +40,7 @@ async function startFails(args: string[]): Promise<Failed> {
         LOCAL_DATABASE_URL: "",
         LOCAL_API_PORT: "",
         LOCAL_DB_PORT: "",
+        LOCAL_MAIL_PORT: "",
         LOCAL_DATA_DIR: "",
         LOCAL_SEED: "",
       },
@@ -70,6 +75,7 @@ e2eTest("npm start -- --help: prints every flag and exits 0", async () => {
     const flag of [
       "--port",
       "--db-port",
+      "--mail-port",
       "--data-dir",
       "--database-url",
       "--seed",
@@ -127,6 +133,30 @@ e2eTest(
       assert.match(
         line,
         new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is already in use.*--port`),
+      );
+    } finally {
+      held.close();
+    }
+  },
+);
+
+e2eTest(
+  "npm start: a mail port in use (supabase start's Mailpit) says so and names --mail-port",
+  async () => {
+    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const { port } = held.addr as Deno.NetAddr;
+    try {
+      const { line } = await startFails([
+        "--port",
+        "0",
+        "--mail-port",
+        String(port),
+      ]);
+      assert.match(
+        line,
+        new RegExp(
+          `Port ${port} on 127\\.0\\.0\\.1 is already in use.*--mail-port`,
+        ),
       );
     } finally {
       held.close();

@@ -65,6 +65,8 @@ const args = () => [
   String(freePort()),
   "--db-port",
   String(freePort()),
+  "--mail-port",
+  String(freePort()),
   "--data-dir",
   dataDir,
   ...(db ? ["--database-url", db.url] : []),
@@ -85,10 +87,16 @@ e2eTest(
           "Secret key",
           "anon key",
           "service_role key",
+          "Mailpit URL",
         ]
       ) {
         assert.match(out, new RegExp(`${label}: \\S+`), label);
       }
+      // supabase start's mail catcher address answers Mailpit's API.
+      const mailpit = /Mailpit URL: (\S+)/.exec(out)![1];
+      const inbox = await fetch(`${mailpit}/api/v1/messages`);
+      assert.equal(inbox.status, 200);
+      assert.equal(typeof (await inbox.json()).total, "number");
       for (const u of SEED_IDENTITIES) {
         assert.ok(out.includes(u.email), u.email);
       }
@@ -297,6 +305,8 @@ e2eTest(
         String(freePort()),
         "--db-port",
         String(freePort()),
+        "--mail-port",
+        "0",
         "--data-dir",
         dir,
       ], { DATABASE_URL: other.url, LOCAL_DATABASE_URL: "" });

@@ -26,6 +26,8 @@ import {
 export interface TestStack {
   readonly apiUrl: string;
   readonly dbUrl: string;
+  /** The Mailpit-compatible mail API, with `mailPort` given. */
+  readonly mailUrl: string | null;
   readonly anonKey: string;
   readonly serviceRoleKey: string;
   /** The `sb_publishable_…` and `sb_secret_…` keys the stack issues. */
@@ -107,6 +109,8 @@ export async function startTestStack(
     emailConfirmations?: boolean;
     /** `false`: the project has disabled its legacy API keys. */
     legacyApiKeys?: boolean;
+    /** Serve the Mailpit-compatible mail API (0: a free port). */
+    mailPort?: number;
   } = {},
 ): Promise<TestStack> {
   refuseForeignTarget();
@@ -125,6 +129,7 @@ export async function startTestStack(
     functionEnv: options.functionEnv,
     emailConfirmations: options.emailConfirmations,
     legacyApiKeys: options.legacyApiKeys,
+    mailPort: options.mailPort,
     seedIdentities: false,
   });
   const { apiUrl, dbUrl, anonKey, serviceRoleKey, publishableKey, secretKey } =
@@ -150,6 +155,7 @@ export async function startTestStack(
   return {
     apiUrl,
     dbUrl,
+    mailUrl: stack.mailUrl,
     anonKey,
     serviceRoleKey,
     publishableKey,

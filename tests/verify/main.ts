@@ -125,6 +125,8 @@ try {
       "tests/verify/_stack_child.ts",
       "--port",
       String(apiPort),
+      "--mail-port",
+      "0",
       "--data-dir",
       tmp,
       "--database-url",
