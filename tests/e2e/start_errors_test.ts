@@ -123,69 +123,39 @@ e2eTest(
   },
 );
 
+// A port held by another program: start stops with one line naming the
+// port and the flag that moves it.
+async function portTaken(flag: string): Promise<void> {
+  const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = held.addr as Deno.NetAddr;
+  try {
+    const { line } = await startFails(
+      flag === "--port"
+        ? [flag, String(port)]
+        : ["--port", "0", flag, String(port)],
+    );
+    assert.match(
+      line,
+      new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is already in use.*${flag}`),
+    );
+  } finally {
+    held.close();
+  }
+}
+
 e2eTest(
   "npm start: an API port in use says so and names --port",
-  async () => {
-    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const { port } = held.addr as Deno.NetAddr;
-    try {
-      const { line } = await startFails(["--port", String(port)]);
-      assert.match(
-        line,
-        new RegExp(`Port ${port} on 127\\.0\\.0\\.1 is already in use.*--port`),
-      );
-    } finally {
-      held.close();
-    }
-  },
+  () => portTaken("--port"),
 );
 
 e2eTest(
   "npm start: a mail port in use (supabase start's Mailpit) says so and names --mail-port",
-  async () => {
-    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const { port } = held.addr as Deno.NetAddr;
-    try {
-      const { line } = await startFails([
-        "--port",
-        "0",
-        "--mail-port",
-        String(port),
-      ]);
-      assert.match(
-        line,
-        new RegExp(
-          `Port ${port} on 127\\.0\\.0\\.1 is already in use.*--mail-port`,
-        ),
-      );
-    } finally {
-      held.close();
-    }
-  },
+  () => portTaken("--mail-port"),
 );
 
 e2eTest(
   "npm start: a PGlite port in use says so and names --db-port",
-  async () => {
-    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const { port } = held.addr as Deno.NetAddr;
-    try {
-      const { line } = await startFails([
-        "--port",
-        "0",
-        "--db-port",
-        String(port),
-      ]);
-      assert.match(
-        line,
-        new RegExp(
-          `Port ${port} on 127\\.0\\.0\\.1 is already in use.*--db-port`,
-        ),
-      );
-    } finally {
-      held.close();
-    }
-  },
+  () => portTaken("--db-port"),
 );
 
 e2eTest(
