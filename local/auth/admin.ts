@@ -384,7 +384,7 @@ async function _update(
   const ban = _banDuration(p.banDuration);
   let hash: string | null | undefined;
   if (p.password !== null) {
-    checkPasswordStrength(p.password);
+    checkPasswordStrength(p.password, ctx.minPasswordLength);
     hash = await hashPassword(p.password);
   }
 

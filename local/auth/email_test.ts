@@ -350,6 +350,27 @@ Deno.test("auth api: minimum_password_length is honoured by sign-up (422 weak_pa
   }, { minPasswordLength: 10 });
 });
 
+Deno.test("auth admin: minimum_password_length is honoured by an admin password change (422 weak_password), as GoTrue's adminUserUpdate checks it; createUser does not check", async () => {
+  await withHarness(async (h) => {
+    const created = await h.admin().auth.admin.createUser({
+      email: freshEmail(),
+      password: "short-pw",
+    });
+    assert.equal(created.error, null);
+    const id = created.data.user!.id;
+    const { error } = await h.admin().auth.admin.updateUserById(id, {
+      password: "other-pw",
+    });
+    assert.ok(isAuthWeakPasswordError(error));
+    assert.equal(error.status, 422);
+    assert.equal(error.message, "Password should be at least 10 characters.");
+    const ok = await h.admin().auth.admin.updateUserById(id, {
+      password: "long-enough-pw",
+    });
+    assert.equal(ok.error, null);
+  }, { minPasswordLength: 10 });
+});
+
 Deno.test("auth api: /authorize (OAuth) and unknown routes answer JSON errors that supabase-js reads with status and code", async () => {
   await withHarness(async (h) => {
     const oauth = await h.fetch("/authorize?provider=github");
