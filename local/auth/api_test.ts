@@ -544,6 +544,41 @@ Deno.test("auth api: two concurrent refreshes of one token both succeed with the
   });
 });
 
+// One Postgres session on PGlite: no two transactions ever interleave
+// there, so this race exists only on a real PostgreSQL.
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  Deno.test("auth api: a sign-out racing a refresh of the same session (two tabs) does not deadlock: sign-out ends it, the refresh is 400 session_not_found", async () => {
+    await withHarness(async (h) => {
+      const { session } = await signedUp(h);
+      // Widens sign-out's window between its session lock and the cascade
+      // to refresh_tokens, so the refresh arrives inside it every run.
+      await h.sql.unsafe(`
+        create function public.slow_session_delete() returns trigger
+          language plpgsql as $$ begin perform pg_sleep(0.5); return old; end $$;
+        create trigger slow_session_delete before delete on auth.sessions
+          for each row execute function public.slow_session_delete();`);
+      const logout = h.fetch("/logout", {
+        method: "POST",
+        headers: bearer(session.access_token),
+      });
+      await new Promise((r) => setTimeout(r, 150));
+      const refresh = h.fetch("/token?grant_type=refresh_token", {
+        method: "POST",
+        body: JSON.stringify({ refresh_token: session.refresh_token }),
+      });
+      const [out, again] = await Promise.all([logout, refresh]);
+      await out.body?.cancel();
+      assert.equal(out.status, 204);
+      assert.equal(again.status, 400);
+      assert.equal((await json(again)).error_code, "session_not_found");
+      const [{ n }] = await h.sql`
+        select count(*)::int as n from auth.sessions
+        where user_id = ${session.user.id}::uuid`;
+      assert.equal(n, 0);
+    });
+  });
+}
+
 Deno.test("auth api: refreshing with the parent of the active token returns the active token", async () => {
   await withHarness(async (h) => {
     const { client, session } = await signedUp(h);

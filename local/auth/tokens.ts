@@ -217,17 +217,19 @@ export async function refreshTokenGrant(
   // transaction returns the error instead of throwing it.
   const outcome = await ctx.sql.begin(
     async (tx): Promise<IssuedTokens | ApiError> => {
-      const token = await findRefreshToken(tx, refreshToken, true);
-      if (!token) return notFound();
-      const locked = token.session_id
-        ? await findSession(tx, token.session_id, true)
-        : null;
+      // The session first, then its token: the order of a sign-out or a
+      // password change, which delete the session and cascade to its
+      // tokens. Token first deadlocked with them (two tabs: one signs out
+      // while the other refreshes). A token never changes session.
+      const locked = await findSession(tx, session.id, true);
       if (!locked) {
         return badRequest(
           "session_not_found",
           "Invalid Refresh Token: No Valid Session Found",
         );
       }
+      const token = await findRefreshToken(tx, refreshToken, true);
+      if (!token) return notFound();
       const now = ctx.now();
       let issued: string | null = null;
       const headers: Record<string, string> = {
