@@ -16,6 +16,7 @@ import {
 } from "../supabase/functions/_shared/columns.ts";
 import {
   createAuthApi,
+  EMAIL_MAX_FREQUENCY_MS,
   generateSigningKey,
   loadOrCreateSigningKey,
   LOCAL_ANON_KEY,
@@ -24,6 +25,8 @@ import {
   LOCAL_PUBLISHABLE_KEY,
   LOCAL_SECRET_KEY,
   LOCAL_SERVICE_ROLE_KEY,
+  OTP_LENGTH,
+  REFRESH_TOKEN_REUSE_INTERVAL,
   type SigningKey,
 } from "./auth/mod.ts";
 import { bootstrapDatabase } from "./db/bootstrap.ts";
@@ -448,6 +451,74 @@ async function _reach<T>(url: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
+// Settings the stand-in hard-wires (local/auth): another value in a
+// project's config.toml is refused, not silently served as the default.
+const _HARD_WIRED: {
+  path: string[];
+  ok: (value: unknown) => boolean;
+  what: string;
+}[] = [
+  {
+    path: ["enable_refresh_token_rotation"],
+    ok: (v) => v === true,
+    what: "refresh tokens always rotate",
+  },
+  {
+    path: ["refresh_token_reuse_interval"],
+    ok: (v) => v === REFRESH_TOKEN_REUSE_INTERVAL,
+    what: `the reuse interval is ${REFRESH_TOKEN_REUSE_INTERVAL} s`,
+  },
+  {
+    path: ["jwt_secret"],
+    ok: (v) => v === LOCAL_JWT_SECRET,
+    what: "the legacy keys are signed with the standard local JWT secret",
+  },
+  {
+    path: ["email", "double_confirm_changes"],
+    ok: (v) => v === true,
+    what: "an email change is confirmed at both addresses",
+  },
+  {
+    path: ["email", "secure_password_change"],
+    ok: (v) => v === false,
+    what: "a password change asks for no reauthentication",
+  },
+  {
+    path: ["email", "max_frequency"],
+    ok: (v) => _durationMs(v) === EMAIL_MAX_FREQUENCY_MS,
+    what: `one mail of a kind per user every ${EMAIL_MAX_FREQUENCY_MS} ms`,
+  },
+  {
+    path: ["email", "otp_length"],
+    ok: (v) => v === OTP_LENGTH,
+    what: `emailed codes have ${OTP_LENGTH} digits`,
+  },
+  {
+    path: ["sessions", "timebox"],
+    ok: (v) => v === "" || _durationMs(v) === 0,
+    what: "sessions have no time limit",
+  },
+  {
+    path: ["sessions", "inactivity_timeout"],
+    ok: (v) => v === "" || _durationMs(v) === 0,
+    what: "sessions have no inactivity timeout",
+  },
+];
+
+// A Go duration as config.toml writes one ("1s", "500ms", "24h", "1h30m");
+// NaN for anything else.
+function _durationMs(value: unknown): number {
+  if (typeof value !== "string" || !/^(\d+(ms|s|m|h))+$/.test(value)) {
+    return value === "0" ? 0 : NaN;
+  }
+  const unit: Record<string, number> = { ms: 1, s: 1e3, m: 6e4, h: 3.6e6 };
+  let ms = 0;
+  for (const [, n, u] of value.matchAll(/(\d+)(ms|s|m|h)/g)) {
+    ms += Number(n) * unit[u];
+  }
+  return ms;
+}
+
 function _refuseSetting(setting: string, what: string): never {
   throw new StartError(
     `supabase/config.toml sets ${setting}, which the local Auth stand-in does not support (${what})`,
@@ -545,6 +616,7 @@ export function authConfig(
       enable_anonymous_sign_ins?: boolean;
       minimum_password_length?: number;
       password_requirements?: string;
+      hook?: Record<string, { enabled?: unknown }>;
       email?: {
         enable_confirmations?: boolean;
         otp_expiry?: number;
@@ -553,6 +625,26 @@ export function authConfig(
     };
   };
   const auth = config.auth ?? {};
+  for (const { path, ok, what } of _HARD_WIRED) {
+    const value = path.reduce<unknown>(
+      (at, key) => (at as Record<string, unknown> | undefined)?.[key],
+      auth,
+    );
+    if (value === undefined || ok(value)) continue;
+    const section = path.length > 1 ? `[auth.${path[0]}]` : "[auth]";
+    unsupported(
+      `${section} ${path.at(-1)} = ${JSON.stringify(value)}`,
+      what,
+    );
+  }
+  for (const [hook, { enabled }] of Object.entries(auth.hook ?? {})) {
+    if (enabled === true) {
+      unsupported(
+        `[auth.hook.${hook}] enabled = true`,
+        "Auth hooks are not run: tokens would lack the hook's claims",
+      );
+    }
+  }
   if (auth.enable_anonymous_sign_ins === true) {
     unsupported(
       "[auth] enable_anonymous_sign_ins = true",

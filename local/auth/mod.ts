@@ -45,3 +45,8 @@ export {
   verifyAccessToken,
   type VerifyOptions,
 } from "./jwt.ts";
+export {
+  EMAIL_MAX_FREQUENCY_MS,
+  REFRESH_TOKEN_REUSE_INTERVAL,
+} from "./context.ts";
+export { OTP_LENGTH } from "./email.ts";

@@ -4,6 +4,7 @@
  * arrive, and their links work through supabase-js.
  */
 import assert from "node:assert/strict";
+import { supabaseCli } from "../../local/migrate.ts";
 import { authConfig } from "../../local/stack.ts";
 import { StartError } from "../../local/start_error.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
@@ -140,8 +141,8 @@ e2eTest(
 );
 
 e2eTest(
-  "authConfig: settings the Auth stand-in cannot honour are refused at start with a line naming them",
-  () => {
+  "authConfig: settings the Auth stand-in cannot honour (hooks, other rotation, mail or session settings than it hard-wires) are refused at start with a line naming them; supabase init's defaults are not",
+  async () => {
     for (
       const [toml, named] of [
         [
@@ -153,6 +154,37 @@ e2eTest(
           "password_requirements",
         ],
         ["[auth.email]\nenable_signup = false\n", "[auth.email] enable_signup"],
+        [
+          '[auth.hook.custom_access_token]\nenabled = true\nuri = "pg-functions://postgres/public/hook"\n',
+          "[auth.hook.custom_access_token] enabled = true",
+        ],
+        [
+          "[auth]\nenable_refresh_token_rotation = false\n",
+          "enable_refresh_token_rotation = false",
+        ],
+        [
+          "[auth]\nrefresh_token_reuse_interval = 0\n",
+          "refresh_token_reuse_interval = 0",
+        ],
+        ['[auth]\njwt_secret = "env(MY_SECRET)"\n', "jwt_secret"],
+        [
+          "[auth.email]\ndouble_confirm_changes = false\n",
+          "[auth.email] double_confirm_changes = false",
+        ],
+        [
+          "[auth.email]\nsecure_password_change = true\n",
+          "secure_password_change = true",
+        ],
+        ['[auth.email]\nmax_frequency = "60s"\n', 'max_frequency = "60s"'],
+        ["[auth.email]\notp_length = 8\n", "otp_length = 8"],
+        [
+          '[auth.sessions]\ntimebox = "24h"\n',
+          '[auth.sessions] timebox = "24h"',
+        ],
+        [
+          '[auth.sessions]\ninactivity_timeout = "8h"\n',
+          "inactivity_timeout",
+        ],
       ]
     ) {
       assert.throws(() => authConfig(toml), (error: unknown) => {
@@ -162,12 +194,32 @@ e2eTest(
         return true;
       });
     }
+    // The Supabase CLI's own defaults, as `supabase init` writes them, are
+    // what the stand-in does: nothing refused.
+    const dir = await Deno.makeTempDir({ prefix: "supabase-init-" });
+    try {
+      const init = await new Deno.Command(supabaseCli(), {
+        args: ["init"],
+        cwd: dir,
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).output();
+      assert.equal(init.code, 0, new TextDecoder().decode(init.stderr));
+      const refused: string[] = [];
+      authConfig(
+        await Deno.readTextFile(`${dir}/supabase/config.toml`),
+        (setting) => refused.push(setting),
+      );
+      assert.deepEqual(refused, []);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
     const honoured = authConfig(
       "[auth]\nenable_signup = false\nminimum_password_length = 12\n",
     );
     assert.equal(honoured.signupEnabled, false);
     assert.equal(honoured.minPasswordLength, 12);
-    return Promise.resolve();
   },
 );
 
