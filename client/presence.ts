@@ -880,6 +880,7 @@ export class PresenceKit {
           since = null;
           resync = true;
           cursor = null;
+          afterId = null;
           users.length = 0;
           removed.length = 0;
         }

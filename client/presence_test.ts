@@ -779,14 +779,16 @@ Deno.test("PresenceKit.watch: a cursor gone stale between two pages starts a ful
       };
     }
     if (cursor !== undefined) {
-      // A delta of two pages; the cursor goes stale after the first.
+      // A delta of two pages; the cursor goes stale after the first, which
+      // ends above the full read's first page: its after_id must not carry
+      // over to the pages of the full read.
       stale = true;
       return {
         status: 200,
         body: {
           ok: true,
-          users: [user(1, "offline")],
-          next_after_id: 1,
+          users: [user(3, "offline")],
+          next_after_id: 3,
           cursor: "d",
           resync: false,
         },
@@ -818,7 +820,7 @@ Deno.test("PresenceKit.watch: a cursor gone stale between two pages starts a ful
     { limit: 500 },
     { limit: 500, after_id: 2 },
     { limit: 500, cursor: "c" },
-    { limit: 500, cursor: "c", after_id: 1 },
+    { limit: 500, cursor: "c", after_id: 3 },
     // Started over from the resync answer: its pages, without the cursor.
     { limit: 500, after_id: 2 },
   ]);
@@ -827,7 +829,7 @@ Deno.test("PresenceKit.watch: a cursor gone stale between two pages starts a ful
     { ids: [1, 2, 3], resync: true },
   ]);
   assert.equal(
-    maps[1].get(1)!.status,
+    maps[1].get(3)!.status,
     "online",
     "the stale delta's page is dropped",
   );
