@@ -110,7 +110,13 @@ $("sign-in").addEventListener("submit", async (event) => {
 
 $("sign-out").addEventListener("click", async () => {
   unwatch?.();
-  await kit.signOut();
+  $("sign-out-error").textContent = "";
+  const { error } = await kit.signOut();
+  if (error) {
+    // The session is kept (no network, Auth down): say so, stay signed in.
+    $("sign-out-error").textContent = `Not signed out: ${error.message}`;
+    return;
+  }
   kit.dispose();
   kit = null;
   myId = null;

@@ -506,12 +506,24 @@ export class PresenceKit {
   }
 
   /**
-   * Pings `offline`, then signs out with `client.auth.signOut()`: the
-   * order that works, since a signed-out session's token is refused.
+   * Pings `offline`, then signs out with `client.auth.signOut(options)`:
+   * the order that works, since a signed-out session's token is refused.
+   * Resolves to supabase-js's answer: with an `error` (no network, Auth
+   * down) the session is kept and still valid, and the kit stays stopped;
+   * the app says so and may call `signOut()` again.
+   *
+   * @example
+   * ```ts
+   * const { error } = await kit.signOut();
+   * if (error) alert(`Not signed out: ${error.message}`);
+   * ```
    */
-  async signOut(): Promise<void> {
+  async signOut(
+    options?: Parameters<SupabaseClient["auth"]["signOut"]>[0],
+  ): Promise<{ error: Error | null }> {
     await this.stop();
-    await this.#client.auth.signOut();
+    const { error } = await this.#client.auth.signOut(options);
+    return { error };
   }
 
   /**

@@ -121,6 +121,8 @@ class FakeClient {
   maxInFlight = 0;
   refreshes = 0;
   signOuts = 0;
+  signOutScopes: (string | undefined)[] = [];
+  signOutError: Error | null = null;
   refreshFails = false;
   #auth: ((event: string, session: unknown) => void) | null = null;
   reply: (call: Call) => Reply | Promise<Reply> = () => ({
@@ -139,8 +141,14 @@ class FakeClient {
         error: this.refreshFails ? new Error("x") : null,
       });
     },
-    signOut: () => {
+    signOut: (options?: { scope?: string }) => {
       this.signOuts++;
+      this.signOutScopes.push(options?.scope);
+      // supabase-js: a failed /logout (no network) keeps the session and
+      // fires no SIGNED_OUT.
+      if (this.signOutError) {
+        return Promise.resolve({ error: this.signOutError });
+      }
       this.#auth?.("SIGNED_OUT", null);
       return Promise.resolve({ error: null });
     },
@@ -308,6 +316,20 @@ Deno.test("PresenceKit: stop pings offline and no further pings follow", async (
   assert.equal(clock.pending, 0);
   await clock.advance(3_600_000);
   assert.equal(client.pings(), 2);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: signOut hands back supabase.auth.signOut's error (the session is kept) and passes its scope", async () => {
+  const { clock, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  client.signOutError = new Error("Failed to fetch");
+  const failed = await kit.signOut({ scope: "local" });
+  assert.equal(failed.error?.message, "Failed to fetch");
+  assert.equal(kit.state, "stopped");
+  client.signOutError = null;
+  assert.deepEqual(await kit.signOut(), { error: null });
+  assert.deepEqual(client.signOutScopes, ["local", undefined]);
   kit.dispose();
 });
 
