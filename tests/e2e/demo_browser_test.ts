@@ -275,6 +275,44 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "functions from another origin (an app's page calling its project): supabase-js's functions.invoke reads a 503's Retry-After, which the kit waits",
+  async () => {
+    const user = await member("cors");
+    // The functions with Auth down, on another port: another origin than
+    // the page's, as an app's page and its project's API are.
+    const served = await stack.withFunctionEnv({
+      SUPABASE_URL: "http://127.0.0.1:1",
+    });
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${stack.apiUrl}${DEMO_PATH}`);
+      const seen = await page.evaluate(
+        async ({ url, key, token }) => {
+          // deno-lint-ignore no-explicit-any
+          const sb = (globalThis as any).supabase.createClient(url, key, {
+            auth: { persistSession: false },
+          });
+          const { error } = await sb.functions.invoke("presence-ping", {
+            body: { state: "online" },
+            headers: { authorization: `Bearer ${token}` },
+          });
+          return {
+            status: error.context.status,
+            retryAfter: error.context.headers.get("retry-after"),
+          };
+        },
+        { url: served.apiUrl, key: stack.publishableKey, token: user.token },
+      );
+      assert.deepEqual(seen, { status: 503, retryAfter: "5" });
+    } finally {
+      await context.close();
+      await served.close();
+    }
+  },
+);
+
 e2eTest("demo page: the browser closes", async () => {
   await browser.close();
   assert.equal(browser.isConnected(), false);

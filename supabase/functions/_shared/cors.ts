@@ -26,10 +26,16 @@ export const ALLOWED_HEADERS: readonly string[] = Object.freeze([
   "x-supabase-api-version",
 ]);
 
-/** Headers added to every response, errors included. */
+/**
+ * Headers added to every response, errors included. `Retry-After` is
+ * exposed: a browser hides every response header but a few from a page on
+ * another origin (an app's page and its project's API always are), and the
+ * client kit waits what a 503 or 409 asks for.
+ */
 export const corsHeaders: Readonly<Record<string, string>> = Object.freeze({
   "Access-Control-Allow-Origin": "*",
   "Access-Control-Allow-Headers": ALLOWED_HEADERS.join(", "),
   "Access-Control-Allow-Methods": "POST, OPTIONS",
+  "Access-Control-Expose-Headers": "Retry-After",
   "Access-Control-Max-Age": "86400",
 });
