@@ -197,3 +197,79 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "bounded: a statement whose cancel nobody acts on (a pooler holding it for a server connection, a link dead without a reset) is answered 57014 after the grace, and the pool serves again",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const db = await createTestDatabase();
+    const target = new URL(db.url);
+    // A proxy that, once `dead`, forwards nothing either way and swallows
+    // cancel requests, as a link gone silent or a pooler that queues them.
+    let dead = false;
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const proxied = new URL(db.url);
+    proxied.port = String((listener.addr as Deno.NetAddr).port);
+    const links: Deno.Conn[] = [];
+    const pipe = async (from: Deno.Conn, to: Deno.Conn) => {
+      const buf = new Uint8Array(64 * 1024);
+      try {
+        for (;;) {
+          const n = await from.read(buf);
+          if (n === null) break;
+          if (!dead) await to.write(buf.subarray(0, n));
+        }
+      } catch {
+        // A side closed.
+      }
+    };
+    (async () => {
+      for await (const client of listener) {
+        links.push(client);
+        if (dead) continue; // a cancel request: swallowed
+        const server = await Deno.connect({
+          hostname: target.hostname,
+          port: Number(target.port),
+        });
+        links.push(server);
+        void pipe(client, server);
+        void pipe(server, client);
+      }
+    })().catch(() => {});
+    const raw = postgres(proxied.href, { max: 2, prepare: false });
+    try {
+      const sql = bounded(raw, { timeoutMs: 300 });
+      const [warm] = await sql`select 1 as one`;
+      assert.equal(warm.one, 1);
+      dead = true;
+      const cap = new Promise((r) => setTimeout(() => r("no answer"), 15_000));
+      const outcome = await Promise.race([
+        sql`select 2 as two`.then(() => "answered", (e) => e),
+        cap,
+      ]);
+      assert.equal(
+        (outcome as { code?: string }).code,
+        "57014",
+        String(outcome),
+      );
+      assert.equal(asDbTimeout(outcome)?.code, "db_timeout");
+      // The link back: the pool's other connection serves.
+      dead = false;
+      const [row] = await bounded(raw, { timeoutMs: 5000 })`select 3 as three`;
+      assert.equal(row.three, 3);
+    } finally {
+      await raw.end({ timeout: 1 });
+      listener.close();
+      for (const link of links) {
+        try {
+          link.close();
+        } catch {
+          // already closed
+        }
+      }
+      await db.close();
+    }
+  },
+});

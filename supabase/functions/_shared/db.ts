@@ -25,6 +25,15 @@ export const LOCK_TIMEOUT_MS = 1000;
 export const DB_RETRY_AFTER_S = 1;
 
 /**
+ * How long a statement outside a transaction may go unanswered after its
+ * cancel request, in milliseconds, before it is answered 57014 here: a
+ * cancel that nobody acts on (a transaction pooler holding the statement
+ * while it waits for a server connection, a link that died without a
+ * reset) would otherwise hold the request past every bound.
+ */
+export const CANCEL_GRACE_MS = 1000;
+
+/**
  * What a pool is made from: the environment's database settings (the
  * fields of `FunctionEnv` of the same names; declared here so that `env.ts`,
  * which checks URLs with {@linkcode connectionOptions}, is not imported back).
@@ -477,6 +486,7 @@ function _bound(
   q.then = function (onFulfilled, onRejected) {
     outcome ??= new Promise((resolve, reject) => {
       let poll: ReturnType<typeof setInterval> | undefined;
+      let grace: ReturnType<typeof setTimeout> | undefined;
       const stop = () => {
         // Running on a connection: the server cancels it, and the query
         // fails with 57014. Not running yet: answer now, and cancel it once
@@ -485,7 +495,20 @@ function _bound(
         // connection wedged, out of the pool for good, and one cancelled
         // while queued behind another on a connection (pipelined) loses
         // track of the answers that follow.
-        if (q.active) return void q.cancel();
+        if (q.active) {
+          q.cancel();
+          // A cancel nobody acts on: answered here after the grace (a
+          // statement inside a transaction is not, since its ROLLBACK
+          // would queue behind it on the same connection).
+          if (timer) {
+            grace = setTimeout(() =>
+              reject(Object.assign(
+                new Error("statement not answered after its cancel"),
+                { code: "57014" },
+              )), CANCEL_GRACE_MS);
+          }
+          return;
+        }
         reject(Object.assign(new Error("statement not started in time"), {
           code: "57014",
         }));
@@ -503,6 +526,7 @@ function _bound(
       bounds.signal?.addEventListener("abort", stop, { once: true });
       const settle = <T>(done: (value: T) => void) => (value: T) => {
         clearTimeout(timeout);
+        clearTimeout(grace);
         clearInterval(poll);
         bounds.signal?.removeEventListener("abort", stop);
         done(value);
