@@ -152,7 +152,8 @@ export function isLoopbackHost(host: string): boolean {
  * - `sslrootcert=system` means `verify-full`; a certificate file is
  *   refused, since a function cannot read one.
  * - `connect_timeout`: whole seconds, at least 2 as in libpq (default 5).
- * - `application_name` and `options` (`-c name=value`) go to the server.
+ * - `application_name` and `options` (`-c name=value`) go to the server
+ *   (Supavisor's transaction pooler, port 6543, does not pass them on).
  * - `pgbouncer=true`, Prisma's mark of a transaction pooler (the
  *   dashboard's Prisma string carries it), is accepted: the functions never
  *   use named prepared statements anyway.
@@ -191,7 +192,10 @@ export function connectionOptions(url: string): ConnectionOptions {
     throw new TypeError(
       `database URL: parameter "${other}" is not read (read: ${
         _PARAMS.join(", ")
-      }); ${_HINTS[other] ?? "set server settings with options=-c name=value"}`,
+      }); ${
+        _HINTS[other] ??
+          "set server settings with options=-c name=value (a direct connection only: Supavisor's transaction pooler drops options)"
+      }`,
     );
   }
   const {
