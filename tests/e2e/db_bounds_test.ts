@@ -147,6 +147,18 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   );
 }
 
+// A test proxy's listener and every connection it opened.
+function closeProxy(listener: Deno.Listener, links: Deno.Conn[]): void {
+  listener.close();
+  for (const link of links) {
+    try {
+      link.close();
+    } catch {
+      // already closed
+    }
+  }
+}
+
 Deno.test({
   name:
     "bounded: a statement out of time while its connection is still opening answers 57014, and the pool keeps serving",
@@ -185,14 +197,7 @@ Deno.test({
       assert.equal(row.two, 2);
     } finally {
       await raw.end({ timeout: 1 });
-      listener.close();
-      for (const link of links) {
-        try {
-          link.close();
-        } catch {
-          // already closed
-        }
-      }
+      closeProxy(listener, links);
       await db.close();
     }
   },
@@ -261,14 +266,7 @@ Deno.test({
       assert.equal(row.three, 3);
     } finally {
       await raw.end({ timeout: 1 });
-      listener.close();
-      for (const link of links) {
-        try {
-          link.close();
-        } catch {
-          // already closed
-        }
-      }
+      closeProxy(listener, links);
       await db.close();
     }
   },
