@@ -545,6 +545,7 @@ export class PresenceKit {
       busy: false,
       failures: 0,
       offlineFailure: false,
+      partial: null,
       stopped: false,
       off: () => {},
     };
@@ -844,16 +845,20 @@ export class PresenceKit {
     this.#clearWatch(w);
     w.busy = true;
     let wait = this.#spread(this.#watchIntervalMs);
+    // A full read (or a changes-since read) may take several pages; the
+    // first page's cursor is the earliest, so keeping it misses nothing,
+    // also when a failed read goes on from its next page at the next poll
+    // (a read of thousands of pages is not started over for one lost page).
+    const from = w.partial;
+    w.partial = null;
+    let since = from ? from.since : w.cursor;
+    let resync = from ? from.resync : since === null;
+    let cursor: string | null = from?.cursor ?? null;
+    let afterId: number | null = from?.afterId ?? null;
+    const users: PresenceUser[] = from?.users ?? [];
+    const removed: number[] = from?.removed ?? [];
     try {
-      // A full read (or a changes-since read) may take several pages; the
-      // first page's cursor is the earliest, so keeping it misses nothing.
-      let since = w.cursor;
-      let resync = since === null;
-      let cursor: string | null = null;
-      let afterId: number | null = null;
       let refreshed = false;
-      const users: PresenceUser[] = [];
-      const removed: number[] = [];
       for (;;) {
         const body: Record<string, unknown> = { limit: this.#pageSize };
         if (since !== null) body.cursor = since;
@@ -926,6 +931,11 @@ export class PresenceKit {
     } catch (failure) {
       if (w.stopped) return;
       const answer = _isAnswer(failure) ? failure : _noAnswer(failure);
+      // Pages already read are kept for the next poll, unless the pages
+      // themselves were wrong.
+      if (afterId !== null && answer.body.code !== "bad_page") {
+        w.partial = { since, resync, cursor, afterId, users, removed };
+      }
       w.failures++;
       w.offlineFailure = answer.status === 0;
       if (_transient(answer)) {
@@ -1033,9 +1043,22 @@ interface _Watcher {
   failures: number;
   /** The last failure was a network one (see `#networkBack`). */
   offlineFailure: boolean;
+  /** A read that failed after some pages: the next poll goes on from it. */
+  partial: _PartialRead | null;
   stopped: boolean;
   /** Removes its visibility listener. */
   off: () => void;
+}
+
+// A poll's read so far: the cursor of its first page, the page to read
+// next, and what the pages gave.
+interface _PartialRead {
+  since: string | null;
+  resync: boolean;
+  cursor: string | null;
+  afterId: number;
+  users: PresenceUser[];
+  removed: number[];
 }
 
 const _OFFLINE_NOTE = "presence-kit:offline-at";

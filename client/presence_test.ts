@@ -775,6 +775,51 @@ Deno.test("PresenceKit.watch: follows pages, applies deltas, and replaces the ma
   assert.equal(client.calls.length, 4);
 });
 
+Deno.test("PresenceKit.watch: a read that fails after some pages goes on from its next page at the next poll, with its first page's cursor, not from page 1", async () => {
+  const { clock, client, kit, errors } = setup({
+    watchIntervalMs: 10_000,
+    backoffBaseMs: 1_000,
+  });
+  const table = [user(1, "online"), user(2, "away"), user(3, "online")];
+  let dropped = false;
+  client.reply = (call) => {
+    const { after_id = 0 } = call.body as { after_id?: number };
+    if (after_id === 2 && !dropped) {
+      dropped = true;
+      return { status: 0, body: null };
+    }
+    const page = table.filter((u) => u.id > after_id).slice(0, 1);
+    return {
+      status: 200,
+      body: {
+        ok: true,
+        users: page,
+        next_after_id: page[0].id < 3 ? page[0].id : null,
+        cursor: `c${after_id}`,
+        resync: false,
+      },
+    };
+  };
+  const seen: number[][] = [];
+  const unwatch = kit.watch((users) => seen.push([...users.keys()]));
+  await clock.advance(0);
+  assert.equal(errors.length, 1);
+  assert.deepEqual(seen, []);
+  await clock.advance(10_000);
+  assert.deepEqual(client.calls.map((c) => c.body), [
+    { limit: 500 },
+    { limit: 500, after_id: 1 },
+    { limit: 500, after_id: 2 },
+    // The next poll: the failed page again, not page 1.
+    { limit: 500, after_id: 2 },
+  ]);
+  assert.deepEqual(seen, [[1, 2, 3]]);
+  // The poll after goes on from the first page's cursor, the earliest.
+  await clock.advance(10_000);
+  unwatch();
+  assert.deepEqual(client.calls[4].body, { limit: 500, cursor: "c0" });
+});
+
 Deno.test("PresenceKit.watch: a cursor gone stale between two pages starts a full read from that answer, without the cursor; every poll hands a new map", async () => {
   const { clock, client, kit, errors } = setup({ watchIntervalMs: 10_000 });
   // The server as it answers a cursor it cannot continue: the first page of
