@@ -10,6 +10,7 @@
  */
 import { createHash } from "node:crypto";
 import type { AuthContext } from "./context.ts";
+import { isRedirectAllowed } from "./redirects.ts";
 import { EMAIL_MAX_FREQUENCY_MS } from "./context.ts";
 import {
   ApiError,
@@ -66,37 +67,16 @@ export function refusePkce(body: Record<string, unknown>): void {
 
 /**
  * Where a link sends the browser back to: `redirect_to` (query) or the
- * Referer when allowed (config.toml `site_url` host, or
- * `additional_redirect_urls`), else `site_url`, as `GetReferrer` does.
+ * Referer when allowed ({@linkcode isRedirectAllowed}), else `site_url`, as
+ * `GetReferrer` does.
  */
 export function redirectTarget(ctx: AuthContext, req: Request): string {
   const url = new URL(req.url);
   const asked = url.searchParams.get("redirect_to") ??
     req.headers.get("referer") ?? "";
-  return _allowedRedirect(ctx, asked) ? asked : ctx.siteUrl;
-}
-
-function _allowedRedirect(ctx: AuthContext, target: string): boolean {
-  if (target === "") return false;
-  let parsed: URL;
-  try {
-    parsed = new URL(target);
-  } catch {
-    return false;
-  }
-  if (parsed.hostname === new URL(ctx.siteUrl).hostname) return true;
-  return ctx.additionalRedirectUrls.some((pattern) => {
-    // Supabase's globs: `*` within a path segment, `**` across them.
-    const regex = new RegExp(
-      `^${
-        pattern.split("**").map((part) =>
-          part.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
-            .join("[^/]*")
-        ).join(".*")
-      }$`,
-    );
-    return regex.test(target);
-  });
+  return isRedirectAllowed(ctx.siteUrl, ctx.additionalRedirectUrls, asked)
+    ? asked
+    : ctx.siteUrl;
 }
 
 /** `sha224(email + code)` in hex, Supabase Auth's `GenerateTokenHash`. */
