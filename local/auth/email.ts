@@ -79,6 +79,14 @@ export function redirectTarget(ctx: AuthContext, req: Request): string {
     : ctx.siteUrl;
 }
 
+const _LINK_TYPES = new Set([
+  "signup",
+  "invite",
+  "recovery",
+  "magiclink",
+  "email_change",
+]);
+
 /** `sha224(email + code)` in hex, Supabase Auth's `GenerateTokenHash`. */
 export function tokenHash(email: string, code: string): string {
   return createHash("sha224").update(email + code).digest("hex");
@@ -249,7 +257,10 @@ export async function otp(
   let email = stringField(body, "email", s);
   const phone = route === "/otp" ? stringField(body, "phone", s) : "";
   const data = mapField(body, "data", s) ?? {};
-  const createUser = body.create_user === undefined || body.create_user === null
+  // `/magiclink`'s parameters (`MagicLinkParams`) have no `create_user`: it
+  // signs an unknown address up whatever the body says.
+  const createUser = route === "/magiclink" || body.create_user === undefined ||
+      body.create_user === null
     ? true
     : body.create_user;
   if (typeof createUser !== "boolean") {
@@ -421,7 +432,7 @@ export async function verify(
     }
     let target: string;
     try {
-      const done = await _verifyHash(ctx, req, token, type);
+      const done = await _verifyHash(ctx, req, token, type, true);
       if (!done.issued) {
         target = _withFragment(redirectTo, { message: _SINGLE_CONFIRMATION });
       } else {
@@ -525,11 +536,15 @@ function _withFragment(target: string, values: Record<string, string>): string {
 }
 
 // verifyTokenHash: a link's token (or `token_hash`) finds its user.
+// `fromLink`: a GET of a mailed link, which takes the link types only
+// (`verifyGet`); `email` is a code's type. The check comes after the token's
+// own, and refuses inside the transaction, so the token is not spent.
 async function _verifyHash(
   ctx: AuthContext,
   req: Request,
   hash: string,
   type: string,
+  fromLink = false,
 ): Promise<Verified> {
   const columns = _COLUMNS[type];
   if (!columns) {
@@ -553,6 +568,9 @@ async function _verifyHash(
       sentAt = _sentAt(user, resolved);
     }
     if (_expired(ctx, sentAt)) throw invalid();
+    if (fromLink && !_LINK_TYPES.has(type)) {
+      throw badRequest("validation_failed", "Unsupported verification type");
+    }
     return await _complete(ctx, tx, req, user, resolved, hash);
   });
 }

@@ -210,6 +210,20 @@ Deno.test("auth email: signInWithOtp mails a sign-in link for an account (and si
     assert.equal(refused.error.status, 422);
     assert.equal(refused.error.code, "otp_disabled");
     assert.equal(refused.error.message, "Signups not allowed for otp");
+
+    // The legacy /magiclink takes no create_user (MagicLinkParams): an
+    // unknown address is signed up all the same.
+    const legacy = freshEmail();
+    const res = await h.fetch("/magiclink", {
+      method: "POST",
+      body: JSON.stringify({ email: legacy, create_user: false }),
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    await res.body?.cancel();
+    assert.equal(
+      fragment(await follow(only(h, legacy, "magiclink"))).get("type"),
+      "magiclink",
+    );
   });
 });
 
@@ -391,6 +405,24 @@ Deno.test("auth api: /authorize (OAuth) and unknown routes answer JSON errors th
     assert.equal(body.code, "not_found");
     assert.match(String(body.message), /not supported by the local Auth/);
   });
+});
+
+Deno.test("auth email: a mailed link opened with type=email (a code's type) redirects with 400 validation_failed 'Unsupported verification type', as Supabase Auth's verifyGet, and leaves the link usable", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    const signUp = await h.anon().auth.signUp({ email, password: "secret123" });
+    assert.equal(signUp.error, null);
+    const mail = only(h, email, "signup");
+    const asEmail = new URL(mail.link);
+    asEmail.searchParams.set("type", "email");
+    const res = await fetch(asEmail, { redirect: "manual" });
+    await res.body?.cancel();
+    assert.equal(res.status, 303);
+    const f = fragment(new URL(res.headers.get("location")!));
+    assert.equal(f.get("error_code"), "validation_failed");
+    assert.equal(f.get("error_description"), "Unsupported verification type");
+    assert.equal(fragment(await follow(mail)).get("type"), "signup");
+  }, { mailerAutoconfirm: false });
 });
 
 Deno.test("auth email: verifyOtp with a phone answers as Supabase Auth does when no account has it (403 otp_expired; a malformed number 400 validation_failed)", async () => {
