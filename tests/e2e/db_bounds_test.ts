@@ -243,17 +243,26 @@ Deno.test({
         void pipe(server, client);
       }
     })().catch(() => {});
-    const raw = postgres(proxied.href, { max: 2, prepare: false });
+    const raw = postgres(proxied.href, { max: 3, prepare: false });
     try {
-      const sql = bounded(raw, { timeoutMs: 300 });
-      const [warm] = await sql`select 1 as one`;
-      assert.equal(warm.one, 1);
-      dead = true;
-      const cap = new Promise((r) => setTimeout(() => r("no answer"), 15_000));
-      const outcome = await Promise.race([
-        sql`select 2 as two`.then(() => "answered", (e) => e),
-        cap,
+      // Two connections open before the link goes silent.
+      const warm = bounded(raw, { timeoutMs: 5000 });
+      await Promise.all([
+        warm`select pg_sleep(0.1)`,
+        warm`select pg_sleep(0.1)`,
       ]);
+      dead = true;
+      const within = (ms: number, query: Promise<unknown>) =>
+        Promise.race([
+          query.then(() => "answered", (e) => e),
+          new Promise((r) => setTimeout(() => r("no answer"), ms)),
+        ]);
+      // Without giveUpAfterCancel (auth-sync's writes, whose late effect
+      // must not follow a 503), the statement waits for the server.
+      const waits = bounded(raw, { timeoutMs: 300 });
+      assert.equal(await within(3_000, waits`select 2 as two`), "no answer");
+      const sql = bounded(raw, { timeoutMs: 300, giveUpAfterCancel: true });
+      const outcome = await within(15_000, sql`select 2 as two`);
       assert.equal(
         (outcome as { code?: string }).code,
         "57014",

@@ -26,10 +26,11 @@ export const DB_RETRY_AFTER_S = 1;
 
 /**
  * How long a statement outside a transaction may go unanswered after its
- * cancel request, in milliseconds, before it is answered 57014 here: a
- * cancel that nobody acts on (a transaction pooler holding the statement
- * while it waits for a server connection, a link that died without a
- * reset) would otherwise hold the request past every bound.
+ * cancel request, in milliseconds, before it is answered 57014 here, when
+ * its bounds allow it ({@linkcode QueryBounds.giveUpAfterCancel}): a cancel
+ * that nobody acts on (a transaction pooler holding the statement while it
+ * waits for a server connection, a link that died without a reset) would
+ * otherwise hold the request past every bound.
  */
 export const CANCEL_GRACE_MS = 1000;
 
@@ -90,6 +91,12 @@ export class Pools {
     return bounded(pool.sql, {
       timeoutMs: env.dbStatementTimeoutMs,
       signal,
+      // The presence functions pass their request's signal, and a ping or
+      // read that lands late is one the client repeats anyway; auth-sync
+      // passes none (it finishes what it starts), and its lease and intent
+      // writes must not be answered before they are known not to have
+      // happened.
+      giveUpAfterCancel: signal !== undefined,
       memory: pool.memory,
     });
   }
@@ -289,6 +296,14 @@ export interface QueryBounds {
   readonly timeoutMs: number;
   /** Cancels every statement still running when it aborts. */
   readonly signal?: AbortSignal;
+  /**
+   * Answer a statement 57014 once its cancel has gone unanswered for
+   * {@linkcode CANCEL_GRACE_MS}. It may still run later (a pooler that
+   * queued it forwards it), so only for work whose late effect a retry
+   * would have anyway: a ping, a read. Default false: wait for the
+   * server's answer.
+   */
+  readonly giveUpAfterCancel?: boolean;
   /**
    * What the pool remembers for its isolate ({@linkcode remember}); the
    * {@linkcode Pools} that made the pool owns it, and it goes with them.
@@ -504,7 +519,7 @@ function _bound(
           // A cancel nobody acts on: answered here after the grace (a
           // statement inside a transaction is not, since its ROLLBACK
           // would queue behind it on the same connection).
-          if (timer) {
+          if (timer && bounds.giveUpAfterCancel) {
             grace = setTimeout(() =>
               reject(Object.assign(
                 new Error("statement not answered after its cancel"),
