@@ -577,6 +577,40 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       assert.equal(n, 0);
     });
   });
+
+  Deno.test("auth api: a refresh racing an admin password change of the same user (auth-sync's) does not deadlock: both succeed, and the change ends the user's sessions", async () => {
+    await withHarness(async (h) => {
+      const { email, session } = await signedUp(h);
+      // Widens the refresh's window between its session lock and its
+      // update of the user's row.
+      await h.sql.unsafe(`
+        create function public.slow_token_insert() returns trigger
+          language plpgsql as $$ begin perform pg_sleep(0.6); return new; end $$;
+        create trigger slow_token_insert before insert on auth.refresh_tokens
+          for each row execute function public.slow_token_insert();`);
+      const refresh = h.fetch("/token?grant_type=refresh_token", {
+        method: "POST",
+        body: JSON.stringify({ refresh_token: session.refresh_token }),
+      });
+      await new Promise((r) => setTimeout(r, 150));
+      const change = h.admin().auth.admin.updateUserById(session.user.id, {
+        password: "changed-by-admin",
+      });
+      const [refreshed, changed] = await Promise.all([refresh, change]);
+      assert.equal(refreshed.status, 200, await refreshed.clone().text());
+      await refreshed.body?.cancel();
+      assert.equal(changed.error, null);
+      const [{ n }] = await h.sql`
+        select count(*)::int as n from auth.sessions
+        where user_id = ${session.user.id}::uuid`;
+      assert.equal(n, 0);
+      const signIn = await h.anon().auth.signInWithPassword({
+        email,
+        password: "changed-by-admin",
+      });
+      assert.equal(signIn.error, null);
+    });
+  });
 }
 
 Deno.test("auth api: refreshing with the parent of the active token returns the active token", async () => {

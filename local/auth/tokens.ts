@@ -217,10 +217,14 @@ export async function refreshTokenGrant(
   // transaction returns the error instead of throwing it.
   const outcome = await ctx.sql.begin(
     async (tx): Promise<IssuedTokens | ApiError> => {
-      // The session first, then its token: the order of a sign-out or a
-      // password change, which delete the session and cascade to its
-      // tokens. Token first deadlocked with them (two tabs: one signs out
-      // while the other refreshes). A token never changes session.
+      // The user, then the session, then its token: the order of a
+      // password change or a user's deletion (the user's row, then its
+      // sessions, whose deletion cascades to their tokens) and of a
+      // sign-out (session, tokens). Any other order deadlocked with them on
+      // PostgreSQL (two tabs: one signs out or changes the password while
+      // the other refreshes). A token never changes session or user.
+      await tx`select 1 from auth.users where id = ${found.user_id}::uuid
+               for no key update`;
       const locked = await findSession(tx, session.id, true);
       if (!locked) {
         return badRequest(
