@@ -206,7 +206,7 @@ function _historyError(
       message:
         `The database has applied migrations this checkout does not have (${versions})`,
       hint:
-        `Check out the branch that has them, or start the local database over with npm run reset; for a database you passed in, supabase migration repair --status reverted ${versions} --db-url <url>`,
+        `Check out the branch that has them, or start the local database over with npm run reset; for a database you passed in, supabase migration repair --status reverted ${versions} --remote=<url>`,
     };
   }
   if (
@@ -220,7 +220,7 @@ function _historyError(
           files.join(", ") || "?"
         })`,
       hint:
-        "Start the local database over with npm run reset; for a database you passed in, apply them with supabase db push --include-all --db-url <url>",
+        "Start the local database over with npm run reset; for a database you passed in, apply them with supabase db push --include-all --remote=<url>",
     };
   }
   return null;

@@ -66,7 +66,8 @@ Deno.test("pushMigrations: a database that applied a migration this checkout lac
     assert.match(other.hint, /npm run reset/);
     assert.match(
       other.hint,
-      /supabase migration repair --status reverted 20991231000000/,
+      // The CLI 3 spelling: --remote=<url> (--db-url is gone).
+      /supabase migration repair --status reverted 20991231000000 --remote=<url>/,
     );
     await sql`delete from supabase_migrations.schema_migrations
               where version = '20991231000000'`;
@@ -81,7 +82,7 @@ Deno.test("pushMigrations: a database that applied a migration this checkout lac
       earlier.message,
       `Migrations dated before the newest one the database has applied are not applied yet (${version}_${name}.sql)`,
     );
-    assert.match(earlier.hint, /npm run reset.*--include-all/);
+    assert.match(earlier.hint, /npm run reset.*--include-all --remote=<url>/);
   } finally {
     await sql.end();
     await db.close();

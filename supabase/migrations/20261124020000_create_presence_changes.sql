@@ -200,7 +200,7 @@ begin
       perform pg_catalog.pg_sleep(1);
     end;
   end loop;
-  raise exception 'public.usuarios stayed locked by other transactions: the presence change-log triggers were not created. Run supabase db push again when the table is quieter.'
+  raise exception 'public.usuarios stayed locked by other transactions: the presence change-log triggers were not created. Run supabase db push again (--remote for the linked project) when the table is quieter.'
     using errcode = '55P03';
 end
 $$;

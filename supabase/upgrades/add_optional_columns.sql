@@ -1,6 +1,6 @@
 -- Upgrade of an adopted public.usuarios to this project's full shape, run by
--- the table's owner on purpose (docs/adoption.md, "Upgrading an adopted
--- table"), with psql, after `supabase db push`:
+-- the table's owner on purpose (docs/adoption.md, "The upgrade"), with psql,
+-- after `supabase db push --remote`:
 --
 --   psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -f supabase/upgrades/add_optional_columns.sql
 --
@@ -44,7 +44,7 @@ begin
   if to_regclass('public.usuarios') is null
     or to_regprocedure('presence.run_ddl(text)') is null then
     raise exception 'public.usuarios or the migrations'' helpers do not exist'
-      using hint = 'Push the migrations first (supabase db push).';
+      using hint = 'Push the migrations first (supabase db push --remote, for the linked project).';
   end if;
 
   -- Check everything before changing anything, and report every problem at
