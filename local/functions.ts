@@ -34,13 +34,18 @@ export interface FunctionEnvInput {
   secretKey?: string;
   /** Overrides applied last (tests). */
   overrides?: Record<string, string>;
+  /** `supabase/functions/.env`'s variables (default: read from the file). */
+  dotenv?: Record<string, string>;
+  /** Told what of `.env` is left out, one line each. */
+  log?: (line: string) => void;
 }
 
 /**
  * The functions' environment, in increasing precedence: the `SUPABASE_*`
  * variables of this stack (and the fixture's `ADMIN_EMAILS` and
  * `USERNAME_MATCH_DOMAINS`), then
- * `supabase/functions/.env`, then the caller's environment for the
+ * `supabase/functions/.env` (but `SUPABASE_*` and `PRESENCE_DB_URL`:
+ * the stack's own database, always), then the caller's environment for the
  * functions' own settings, then `overrides`.
  */
 export function functionEnv(input: FunctionEnvInput): Map<string, string> {
@@ -66,9 +71,19 @@ export function functionEnv(input: FunctionEnvInput): Map<string, string> {
     ["ADMIN_EMAILS", LOCAL_ADMIN_EMAILS],
     ["USERNAME_MATCH_DOMAINS", LOCAL_USERNAME_MATCH_DOMAINS],
   ]);
-  for (const [k, v] of Object.entries(_readDotenv())) {
+  for (const [k, v] of Object.entries(input.dotenv ?? _readDotenv())) {
     // Like `supabase functions serve`: the platform's own names are reserved.
-    if (!k.startsWith("SUPABASE_")) env.set(k, v);
+    if (k.startsWith("SUPABASE_")) continue;
+    // A hosted project's pooler string kept in .env would point the local
+    // functions, and the fixture's known-password administrator, at that
+    // database while the banner names the stack's.
+    if (k === "PRESENCE_DB_URL") {
+      input.log?.(
+        "supabase/functions/.env sets PRESENCE_DB_URL, which npm start ignores: the local functions use the stack's database (the DB URL below)",
+      );
+      continue;
+    }
+    env.set(k, v);
   }
   for (const name of FUNCTION_SETTINGS) {
     const value = Deno.env.get(name);

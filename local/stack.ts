@@ -290,6 +290,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       publishableKey: LOCAL_PUBLISHABLE_KEY,
       secretKey: LOCAL_SECRET_KEY,
       overrides: options.functionEnv,
+      log,
     });
     // In-process functions' pools and clients, ended at shutdown (workers
     // hold their own, ended with the worker).
