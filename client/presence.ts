@@ -408,7 +408,17 @@ export class PresenceKit {
       options.requestTimeoutMs ?? 10_000,
       MIN_REQUEST_TIMEOUT_MS,
     );
+    // The read API's own bounds: a larger page is refused (400) on every
+    // poll, and the map would never fill.
     this.#pageSize = options.pageSize ?? 500;
+    if (
+      !Number.isInteger(this.#pageSize) || this.#pageSize < 1 ||
+      this.#pageSize > 500
+    ) {
+      throw new RangeError(
+        "PresenceKit: pageSize must be a whole number from 1 to 500",
+      );
+    }
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? Math.random;
     this.#page = options.page ?? browserPage();

@@ -1115,6 +1115,18 @@ Deno.test("PresenceKit: an online answer arriving after stop() emits no online s
   assert.equal(kit.state, "stopped");
 });
 
+Deno.test("PresenceKit: a pageSize outside the read API's 1..500 is refused at construction, not by a 400 on every poll", () => {
+  for (const pageSize of [0, 501, 1000, 2.5, Number.NaN]) {
+    assert.throws(
+      () => setup({ pageSize }),
+      (e: Error) => e instanceof RangeError && e.message.includes("pageSize"),
+      String(pageSize),
+    );
+  }
+  setup({ pageSize: 1 });
+  setup({ pageSize: 500 });
+});
+
 Deno.test("PresenceKit: intervals below their lower bounds are refused, naming the option", () => {
   for (
     const [name, value] of [
