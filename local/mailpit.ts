@@ -15,8 +15,11 @@
  *   as free text;
  * - `GET /api/v1/message/<ID>` (`latest`, with `?query=`, for the newest),
  *   which marks it read, and `GET /api/v1/message/<ID>/headers`;
+ * - `GET /view/<ID>.html` and `.txt` (`latest` too): the message's HTML or
+ *   text, as Mailpit's rendering endpoints answer them;
  * - `GET /livez`, `GET /readyz`; every other page redirects to the inbox
- *   page on the API port (`/inbox/`), which stands in for Mailpit's UI.
+ *   page on the API port (`/inbox/`, or a message's page for
+ *   `/view/<ID>`), which stands in for Mailpit's UI.
  *
  * Written here rather than run: Mailpit is a Go binary, which `npm ci`
  * cannot install; the stand-in's mails never pass through SMTP.
@@ -65,7 +68,7 @@ export function mailpitApi(
     const route = `${req.method} ${path.replace(/\/+$/, "")}`;
     if (route === "GET /livez" || route === "GET /readyz") return _text("ok");
     if (route === "GET /api/v1/messages") {
-      return _summary(api, inbox.list(), url);
+      return _summary(api, inbox.list(), url, "list");
     }
     if (route === "DELETE /api/v1/messages") {
       const ids = await _ids(req);
@@ -80,7 +83,7 @@ export function mailpitApi(
         _delete(api, found.map((m) => m.id));
         return _text("ok");
       }
-      return _summary(api, found, url);
+      return _summary(api, found, url, "search");
     }
     const message = /^\/api\/v1\/message\/([^/]+)(\/headers)?\/?$/.exec(path);
     if (message && req.method === "GET") {
@@ -89,6 +92,22 @@ export function mailpitApi(
       if (message[2]) return Response.json(_headers(api, mail));
       read.add(mail.id);
       return Response.json(_message(api, mail));
+    }
+    const view = /^\/view\/([^/]+?)(\.html|\.txt)?$/.exec(path);
+    if (view && req.method === "GET") {
+      const mail = _find(api, decodeURIComponent(view[1]), url);
+      if (!view[2]) {
+        return Response.redirect(
+          mail ? `${inboxUrl}${mail.id}` : inboxUrl,
+          302,
+        );
+      }
+      if (!mail) return _text("Message not found", 404);
+      return view[2] === ".html"
+        ? new Response(mail.html, {
+          headers: { "content-type": "text/html; charset=utf-8" },
+        })
+        : _text(_plainText(mail));
     }
     if (req.method === "GET" && !path.startsWith("/api/")) {
       return Response.redirect(inboxUrl, 302);
@@ -105,14 +124,22 @@ interface _Api {
 
 // `MessagesSummary`: totals of the whole mailbox, `messages_count` of the
 // query, a page of `limit` (default 50) from `start`.
-function _summary(api: _Api, matched: Mail[], url: URL): Response {
+function _summary(
+  api: _Api,
+  matched: Mail[],
+  url: URL,
+  from: "list" | "search",
+): Response {
   const start = _int(url.searchParams.get("start"), 0, 1);
   const limit = _int(url.searchParams.get("limit"), 50, 0);
   const all = api.inbox.list();
   const unread = (mails: Mail[]) =>
     mails.filter((m) => !api.read.has(m.id)).length;
-  // Mailpit applies `start` only with a limit; `limit=0` is every message.
-  const page = limit === 0 ? matched : matched.slice(start, start + limit);
+  // Mailpit's list applies `start` only with a limit, and `limit=0` is
+  // every message there; its search slices, so `limit=0` is none.
+  const page = limit === 0 && from === "list"
+    ? matched
+    : matched.slice(start, start + limit);
   return Response.json({
     total: all.length,
     unread: unread(all),
@@ -311,8 +338,11 @@ function _size(mail: Mail): number {
   return new TextEncoder().encode(mail.html).length;
 }
 
-function _text(body: string): Response {
-  return new Response(body, { headers: { "content-type": "text/plain" } });
+function _text(body: string, status = 200): Response {
+  return new Response(body, {
+    status,
+    headers: { "content-type": "text/plain" },
+  });
 }
 
 // Mailpit's `httpError`: 400, the message as plain text.

@@ -50,6 +50,8 @@ Deno.test("mailpitApi: GET /api/v1/messages lists newest first with Mailpit's to
   assert.equal(page.messages_count, 3);
   // Mailpit applies start only with a limit: limit=0 is every message.
   assert.equal((await json("/api/v1/messages?start=2&limit=0")).count, 3);
+  // Its search slices the results: limit=0 there is none.
+  assert.equal((await json("/api/v1/search?query=example&limit=0")).count, 0);
   assert.equal((await json("/api/v1/messages?limit=x")).count, 3);
 });
 
@@ -131,9 +133,28 @@ Deno.test("mailpitApi: DELETE /api/v1/messages removes the IDs given, or every m
   assert.deepEqual(inbox.list(), []);
 });
 
+Deno.test("mailpitApi: /view/<ID>.html and .txt (and latest) answer the message's HTML and text, as Mailpit's rendering endpoints; /view/<ID> goes to its inbox page", async () => {
+  const { call, send } = setup();
+  const a = send("ana@example.com", "signup");
+  const html = await call(`/view/${a.id}.html`);
+  assert.equal(html.headers.get("content-type"), "text/html; charset=utf-8");
+  assert.equal(await html.text(), a.html);
+  const text = await (await call("/view/latest.txt")).text();
+  assert.ok(text.includes("(http://127.0.0.1:54321/auth/v1/verify?"), text);
+  const page = await call("/view/latest");
+  assert.equal(page.status, 302);
+  assert.equal(
+    page.headers.get("location"),
+    `http://127.0.0.1:54321/inbox/${a.id}`,
+  );
+  const missing = await call(`/view/${crypto.randomUUID()}.html`);
+  assert.equal(missing.status, 404);
+  assert.equal(await missing.text(), "Message not found");
+});
+
 Deno.test("mailpitApi: Mailpit's web pages redirect to the inbox page; health checks answer ok; other API paths are 404", async () => {
   const { call } = setup();
-  for (const path of ["/", "/view/latest", "/search?q=x"]) {
+  for (const path of ["/", "/search?q=x"]) {
     const res = await call(path);
     assert.equal(res.status, 302, path);
     assert.equal(res.headers.get("location"), "http://127.0.0.1:54321/inbox/");
