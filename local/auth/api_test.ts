@@ -547,16 +547,28 @@ Deno.test("auth api: two concurrent refreshes of one token both succeed with the
 // One Postgres session on PGlite: no two transactions ever interleave
 // there, so this race exists only on a real PostgreSQL.
 if (Deno.env.get("TEST_DATABASE_URL")) {
+  // A test-only trigger that sleeps before each row's `event` on `table`,
+  // widening a transaction's window between two of its locks.
+  const sleepBefore = async (
+    h: Harness,
+    event: "insert" | "delete",
+    table: string,
+    seconds: number,
+  ) => {
+    await h.sql.unsafe(`
+      create function public.sleep_before_${event}() returns trigger
+        language plpgsql as $$ begin perform pg_sleep(${seconds});
+        return ${event === "delete" ? "old" : "new"}; end $$;
+      create trigger sleep_before_${event} before ${event} on ${table}
+        for each row execute function public.sleep_before_${event}();`);
+  };
+
   Deno.test("auth api: a sign-out racing a refresh of the same session (two tabs) does not deadlock: sign-out ends it, the refresh is 400 session_not_found", async () => {
     await withHarness(async (h) => {
       const { session } = await signedUp(h);
       // Widens sign-out's window between its session lock and the cascade
       // to refresh_tokens, so the refresh arrives inside it every run.
-      await h.sql.unsafe(`
-        create function public.slow_session_delete() returns trigger
-          language plpgsql as $$ begin perform pg_sleep(0.5); return old; end $$;
-        create trigger slow_session_delete before delete on auth.sessions
-          for each row execute function public.slow_session_delete();`);
+      await sleepBefore(h, "delete", "auth.sessions", 0.5);
       const logout = h.fetch("/logout", {
         method: "POST",
         headers: bearer(session.access_token),
@@ -583,11 +595,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       const { email, session } = await signedUp(h);
       // Widens the refresh's window between its session lock and its
       // update of the user's row.
-      await h.sql.unsafe(`
-        create function public.slow_token_insert() returns trigger
-          language plpgsql as $$ begin perform pg_sleep(0.6); return new; end $$;
-        create trigger slow_token_insert before insert on auth.refresh_tokens
-          for each row execute function public.slow_token_insert();`);
+      await sleepBefore(h, "insert", "auth.refresh_tokens", 0.6);
       const refresh = h.fetch("/token?grant_type=refresh_token", {
         method: "POST",
         body: JSON.stringify({ refresh_token: session.refresh_token }),
