@@ -54,7 +54,8 @@ interface _KeySet {
   readonly reload?: () => Promise<void>;
   /**
    * When the copy in use was fetched, by the owner's clock (`undefined`
-   * until the first fetch, and for a set from `SUPABASE_JWKS`).
+   * until the first fetch); for a set from `SUPABASE_JWKS`, when this
+   * instance first used it.
    */
   fetchedAt?: number;
 }
@@ -68,10 +69,12 @@ const _CACHE_ENTRIES = 10_000;
  * Fetched key sets are kept per Auth URL and used for
  * {@linkcode JWKS_MAX_AGE_MS} by `now`; jose refetches on an unknown `kid`
  * at most every 30 s, and times out like every other call to Auth. The
- * platform's `SUPABASE_JWKS`, where set, spares the fetch: the same keys
- * the endpoint publishes, handed to the function at start; the environment
- * is read per request, so those sets are kept by their text, and tokens
- * verified with them are dated by the verification.
+ * platform's `SUPABASE_JWKS`, where set, spares the first fetch: the same
+ * keys the endpoint publishes, handed to the function at start. That copy
+ * is used for {@linkcode JWKS_MAX_AGE_MS} from its first use, as a fetched
+ * one would be, and the endpoint's after that: an isolate that outlives a
+ * key's withdrawal stops honouring it all the same. The environment is read
+ * per request, so those sets are kept by their text.
  *
  * Verified tokens are kept per Auth URL and issuer: a ping with a token seen
  * before skips the signature check (the database still proves the session
@@ -177,10 +180,10 @@ export class KeySets {
       let local = this.#local.get(text);
       if (!local) {
         const keys = [...env.jwks.keys] as JWK[];
-        local = { verify: createLocalJWKSet({ keys }) };
+        local = { verify: createLocalJWKSet({ keys }), fetchedAt: this.#now() };
         this.#local.set(text, local);
       }
-      return local;
+      if (this.#now() < local.fetchedAt! + JWKS_MAX_AGE_MS) return local;
     }
     let set = this.#remote.get(env.supabaseUrl);
     if (!set) {

@@ -71,6 +71,41 @@ Deno.test("KeySets.verify: a signing key withdrawn from the JWKS stops being hon
   }
 });
 
+Deno.test("KeySets.verify: the platform's SUPABASE_JWKS copy is used for JWKS_MAX_AGE_MS from its first use, then the endpoint's: an isolate that outlives a key's withdrawal stops honouring it", async () => {
+  const jwks = await jwksServer();
+  const t0 = Date.now();
+  let offset = 0;
+  const keys = new KeySets(() => t0 + offset);
+  const exp = Math.floor(t0 / 1000) + 3 * 3600;
+  // The copy the platform injected at start, with the key in it.
+  const injected = readEnv((name) =>
+    ({
+      SUPABASE_URL: jwks.env.supabaseUrl,
+      SUPABASE_ANON_KEY: "anon",
+      SUPABASE_SERVICE_ROLE_KEY: "service",
+      SUPABASE_DB_URL: "postgresql://unused",
+      SUPABASE_JWKS: JSON.stringify({ keys: jwks.state.published }),
+    })[name]
+  );
+  try {
+    jwks.state.published = []; // withdrawn; the injected copy still has it
+    const first = await jwks.token("first", exp);
+    assert.notEqual(await keys.verify(first, injected), null);
+    offset = JWKS_MAX_AGE_MS - 60_000;
+    assert.notEqual(
+      await keys.verify(await jwks.token("b", exp), injected),
+      null,
+    );
+    assert.equal(jwks.state.fetches, 0);
+    offset = JWKS_MAX_AGE_MS;
+    assert.equal(await keys.verify(await jwks.token("c", exp), injected), null);
+    assert.equal(await keys.verify(first, injected), null);
+    assert.equal(jwks.state.fetches, 1);
+  } finally {
+    await jwks.close();
+  }
+});
+
 Deno.test("KeySets.verify: a token past its exp by the injected clock is left to Auth, though the system clock still takes it", async () => {
   const jwks = await jwksServer();
   const t0 = Date.now();
