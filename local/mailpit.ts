@@ -7,7 +7,8 @@
  * What is served, with Mailpit's field names and answers (see
  * `server/apiv1` in github.com/axllent/mailpit):
  * - `GET /api/v1/messages` (`start`, `limit`), `DELETE /api/v1/messages`
- *   (`{"IDs": [...]}`, or every message);
+ *   (`{"IDs": [...]}`, or every message), `PUT /api/v1/messages` (marks
+ *   read or unread: `{"Read": true, "IDs": [...]}` or `"Search"`, or all);
  * - `GET /api/v1/search?query=…` and `DELETE /api/v1/search?query=…`, with
  *   the search terms `to:`, `from:`, `subject:`, `addressed:`,
  *   `message-id:`, `is:read`, `is:unread`, free text, `"quoted phrases"`
@@ -69,6 +70,29 @@ export function mailpitApi(
     if (route === "GET /livez" || route === "GET /readyz") return _text("ok");
     if (route === "GET /api/v1/messages") {
       return _summary(api, inbox.list(), url, "list");
+    }
+    if (route === "PUT /api/v1/messages") {
+      const body = await req.json().catch(() => null);
+      if (body === null || typeof body !== "object") {
+        return _badRequest("invalid JSON body");
+      }
+      const ids = Array.isArray(body.IDs) ? body.IDs as string[] : [];
+      const search = typeof body.Search === "string" ? body.Search.trim() : "";
+      if (ids.length > 0 && search !== "") {
+        return _badRequest(
+          "You may specify either IDs or a search query, not both",
+        );
+      }
+      const marked = search !== ""
+        ? _search(api, search).map((m) => m.id)
+        : ids.length > 0
+        ? ids
+        : inbox.list().map((m) => m.id);
+      for (const id of marked) {
+        if (body.Read === true) read.add(id);
+        else read.delete(id);
+      }
+      return _text("ok");
     }
     if (route === "DELETE /api/v1/messages") {
       const ids = await _ids(req);

@@ -112,6 +112,29 @@ Deno.test("mailpitApi: a message by ID or latest (of a query) marks it read; hea
   await empty.body?.cancel();
 });
 
+Deno.test("mailpitApi: PUT /api/v1/messages marks the IDs given, a search's matches, or every message read or unread", async () => {
+  const { call, json, send } = setup();
+  const a = send("ana@example.com", "signup");
+  send("ben@example.com", "recovery");
+  const put = (body: unknown) =>
+    call("/api/v1/messages", { method: "PUT", body: JSON.stringify(body) });
+  assert.equal(await (await put({ Read: true, IDs: [a.id] })).text(), "ok");
+  assert.equal((await json("/api/v1/messages")).unread, 1);
+  await (await put({ Read: true })).body?.cancel();
+  assert.equal((await json("/api/v1/messages")).unread, 0);
+  await (await put({ Read: false, Search: "to:ben@example.com" })).body
+    ?.cancel();
+  const unread = await json("/api/v1/search?query=is%3Aunread");
+  assert.equal(unread.messages_count, 1);
+  assert.equal(unread.messages[0].To[0].Address, "ben@example.com");
+  const both = await put({ Read: true, IDs: [a.id], Search: "x" });
+  assert.equal(both.status, 400);
+  assert.equal(
+    await both.text(),
+    "You may specify either IDs or a search query, not both",
+  );
+});
+
 Deno.test("mailpitApi: DELETE /api/v1/messages removes the IDs given, or every message without them; DELETE search removes its matches", async () => {
   const { inbox, call, send } = setup();
   const a = send("ana@example.com", "signup");
