@@ -183,22 +183,34 @@ function _int(value: string | null, fallback: number, floor: number): number {
   return value !== null && /^\d+$/.test(value) && n >= floor ? n : fallback;
 }
 
-function _summaryOf(api: _Api, mail: Mail) {
-  const text = _plainText(mail);
+// The fields Mailpit's `MessageSummary` and `Message` share.
+function _common(api: _Api, mail: Mail) {
+  const from: MailpitAddress = {
+    Name: api.sender.name,
+    Address: api.sender.address,
+  };
+  const to: MailpitAddress = { Name: "", Address: mail.to };
   return {
     ID: mail.id,
     MessageID: _messageId(mail),
-    Read: api.read.has(mail.id),
-    From: _from(api),
-    To: [_to(mail)],
+    From: from,
+    To: [to],
     Cc: [],
     Bcc: [],
     ReplyTo: [],
     Subject: mail.subject,
-    Created: mail.sentAt,
     Username: "",
     Tags: [],
-    Size: _size(mail),
+    Size: new TextEncoder().encode(mail.html).length,
+  };
+}
+
+function _summaryOf(api: _Api, mail: Mail) {
+  const text = _plainText(mail);
+  return {
+    ..._common(api, mail),
+    Read: api.read.has(mail.id),
+    Created: mail.sentAt,
     Attachments: 0,
     Snippet: text.length > 250 ? `${text.slice(0, 250)}...` : text,
   };
@@ -206,22 +218,12 @@ function _summaryOf(api: _Api, mail: Mail) {
 
 function _message(api: _Api, mail: Mail) {
   return {
-    ID: mail.id,
-    MessageID: _messageId(mail),
-    From: _from(api),
-    To: [_to(mail)],
-    Cc: [],
-    Bcc: [],
-    ReplyTo: [],
+    ..._common(api, mail),
     ReturnPath: api.sender.address,
-    Subject: mail.subject,
     ListUnsubscribe: { Header: "", Links: [], Errors: "", HeaderPost: "" },
     Date: mail.sentAt,
-    Tags: [],
-    Username: "",
     Text: _plainText(mail),
     HTML: mail.html,
-    Size: _size(mail),
     Inline: [],
     Attachments: [],
   };
@@ -308,12 +310,11 @@ function _termTest(word: string): _Term["test"] {
       case "to":
         return (_, m) => has(m.to);
       case "from":
-        return (api) => has(`${api.sender.name} ${api.sender.address}`);
+        return (api) => has(_senderText(api));
       case "subject":
         return (_, m) => has(m.subject);
       case "addressed":
-        return (api, m) =>
-          has(m.to) || has(`${api.sender.name} ${api.sender.address}`);
+        return (api, m) => has(m.to) || has(_senderText(api));
       default:
         return (_, m) => has(_messageId(m));
     }
@@ -323,8 +324,7 @@ function _termTest(word: string): _Term["test"] {
   const text = _clean(lower);
   return (api, m) =>
     _clean(
-      [m.subject, m.to, api.sender.name, api.sender.address, _plainText(m)]
-        .join(" "),
+      [m.subject, m.to, _senderText(api), _plainText(m)].join(" "),
     ).includes(text);
 }
 
@@ -350,16 +350,8 @@ function _messageId(mail: Mail): string {
   return `${mail.id}@localhost`;
 }
 
-function _from(api: _Api): MailpitAddress {
-  return { Name: api.sender.name, Address: api.sender.address };
-}
-
-function _to(mail: Mail): MailpitAddress {
-  return { Name: "", Address: mail.to };
-}
-
-function _size(mail: Mail): number {
-  return new TextEncoder().encode(mail.html).length;
+function _senderText(api: _Api): string {
+  return `${api.sender.name} ${api.sender.address}`;
 }
 
 function _text(body: string, status = 200): Response {
@@ -371,15 +363,9 @@ function _text(body: string, status = 200): Response {
 
 // Mailpit's `httpError`: 400, the message as plain text.
 function _badRequest(message: string): Response {
-  return new Response(message, {
-    status: 400,
-    headers: { "content-type": "text/plain" },
-  });
+  return _text(message, 400);
 }
 
 function _notFound(): Response {
-  return new Response("404 page not found", {
-    status: 404,
-    headers: { "content-type": "text/plain" },
-  });
+  return _text("404 page not found", 404);
 }

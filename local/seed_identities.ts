@@ -87,7 +87,8 @@ if (import.meta.main) {
   const apiUrl = Deno.env.get("SUPABASE_URL") ?? "http://127.0.0.1:54321";
   // Identities whose passwords the README prints belong on this machine
   // only: a SUPABASE_URL left in the shell for a hosted project is refused.
-  if (!/^https?:$/.test(URL.parse(apiUrl)?.protocol ?? "")) {
+  const parsed = URL.parse(apiUrl);
+  if (!parsed || !/^https?:$/.test(parsed.protocol)) {
     console.error(
       "seed:identities refused: SUPABASE_URL is not an http(s) URL (expected e.g. http://127.0.0.1:54321). Unset it to seed the local stack.",
     );
@@ -95,9 +96,7 @@ if (import.meta.main) {
   }
   if (!isLoopbackUrl(apiUrl)) {
     console.error(
-      `seed:identities refused: SUPABASE_URL (${
-        new URL(apiUrl).host
-      }) is not this machine, and the fixture's identities have known passwords. Unset it to seed the local stack.`,
+      `seed:identities refused: SUPABASE_URL (${parsed.host}) is not this machine, and the fixture's identities have known passwords. Unset it to seed the local stack.`,
     );
     Deno.exit(1);
   }

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { isLoopbackHost } from "../../supabase/functions/_shared/db.ts";
+
 /**
  * Whether `target` is an allowed redirect:
  * - back to `siteUrl`: same scheme, host and port (any port on a loopback
@@ -37,7 +39,7 @@ export function isRedirectAllowed(
     (asked.port === site.port || _LOCALHOST.has(host.toLowerCase()))
   ) return true;
   if (/^[0-9]+$/.test(host)) return false;
-  if (_isIp(host)) return _isLoopbackIp(host);
+  if (_isIp(host)) return isLoopbackHost(host);
   const http = asked.protocol === "http:" || asked.protocol === "https:";
   if (http && !/^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?$/.test(host)) {
     return false;
@@ -51,11 +53,6 @@ const _LOCALHOST = new Set(["localhost", "127.0.0.1", "::1", "0.0.0.0", "::"]);
 
 function _isIp(host: string): boolean {
   return /^\d{1,3}(\.\d{1,3}){3}$/.test(host) || host.includes(":");
-}
-
-function _isLoopbackIp(host: string): boolean {
-  if (host.includes(":")) return host === "::1";
-  return host.startsWith("127.");
 }
 
 // gobwas/glob compiled with '.' and '/' as separators, as Supabase Auth
