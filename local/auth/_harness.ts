@@ -35,8 +35,11 @@ export interface Harness {
   logs: string[];
   /** Moves the server's clock by `ms`. */
   advance(ms: number): void;
-  /** A supabase-js client with the anon key and no persistence. */
-  anon(): SupabaseClient;
+  /**
+   * A supabase-js client with the anon key and no persistence (its PKCE
+   * code verifiers kept in memory), in the implicit flow unless asked.
+   */
+  anon(flowType?: "implicit" | "pkce"): SupabaseClient;
   /** A supabase-js client with the service_role key. */
   admin(): SupabaseClient;
   /** Plain fetch against `/auth/v1${path}` with the anon apikey. */
@@ -93,9 +96,9 @@ export async function startHarness(
     ...options,
   });
   const clients: SupabaseClient[] = [];
-  const client = (key: string) => {
+  const client = (key: string, flowType: "implicit" | "pkce" = "implicit") => {
     const c = createClient(baseUrl, key, {
-      auth: { persistSession: false, autoRefreshToken: false },
+      auth: { persistSession: false, autoRefreshToken: false, flowType },
     });
     clients.push(c);
     return c;
@@ -110,7 +113,7 @@ export async function startHarness(
     advance(ms) {
       offset += ms;
     },
-    anon: () => client(LOCAL_ANON_KEY),
+    anon: (flowType) => client(LOCAL_ANON_KEY, flowType),
     admin: () => client(LOCAL_SERVICE_ROLE_KEY),
     fetch(path, init = {}) {
       const headers = new Headers(init.headers);

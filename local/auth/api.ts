@@ -27,7 +27,6 @@ import {
   otp,
   recover,
   redirectTarget,
-  refusePkce,
   resend,
   sendConfirmation,
   sendEmailChange,
@@ -56,6 +55,7 @@ import {
   validateEmail,
   validatePhone,
 } from "./passwords.ts";
+import { type Pkce, pkceGrant, pkceParams } from "./pkce.ts";
 import { userJson } from "./present.ts";
 import {
   deleteIdentity,
@@ -266,8 +266,8 @@ async function _route(ctx: AuthContext, req: Request): Promise<Response> {
     "/verify": { GET: () => verify(ctx, req), POST: () => verify(ctx, req) },
     "/authorize": { GET: () => Promise.reject(_noOAuth()) },
   };
-  const signUp: SignUp = (req, email, password, data) =>
-    _createAccount(ctx, req, email, password, data);
+  const signUp: SignUp = (req, email, password, data, pkce) =>
+    _createAccount(ctx, req, email, password, data, pkce);
   const route = routes[path];
   if (!route) return notFoundRoute(req);
   const handler = route[method];
@@ -383,10 +383,7 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
   const password = stringField(body, "password", s);
   const data = mapField(body, "data", s) ?? {};
   stringField(body, "channel", s);
-  stringField(body, "code_challenge", s);
-  stringField(body, "code_challenge_method", s);
-
-  refusePkce(body);
+  const pkce = pkceParams(body, s);
   if (!ctx.signupEnabled) {
     throw unprocessable(
       "signup_disabled",
@@ -412,7 +409,14 @@ async function _signup(ctx: AuthContext, req: Request): Promise<Response> {
   if (email === "") {
     throw badRequest("phone_provider_disabled", "Phone signups are disabled");
   }
-  return await _createAccount(ctx, req, validateEmail(email), password, data);
+  return await _createAccount(
+    ctx,
+    req,
+    validateEmail(email),
+    password,
+    data,
+    pkce,
+  );
 }
 
 // The sign-up itself, also what a magic link for an unknown address does.
@@ -422,6 +426,7 @@ async function _createAccount(
   address: string,
   password: string,
   data: Record<string, unknown>,
+  pkce: Pkce | null,
 ): Promise<Response> {
   if (!ctx.signupEnabled) {
     throw unprocessable(
@@ -512,6 +517,7 @@ async function _createAccount(
         tx,
         (await findUserById(tx, userId))!,
         redirectTarget(ctx, req),
+        pkce,
       );
       return null;
     }
@@ -579,7 +585,11 @@ async function _token(
       await refreshTokenGrant(ctx, token, _client(req)),
     );
   }
-  if (["id_token", "pkce", "web3"].includes(grantType)) {
+  if (grantType === "pkce") {
+    const body = await readJson(req, "PKCEGrantParams");
+    return _tokensResponse(await pkceGrant(ctx, body, _client(req)));
+  }
+  if (["id_token", "web3"].includes(grantType)) {
     throw badRequest(
       "validation_failed",
       `grant_type ${grantType} is not supported by the local stand-in`,
@@ -689,6 +699,8 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
   const appData = mapField(body, "app_metadata", s);
   const phone = stringField(body, "phone", s);
   stringField(body, "channel", s);
+  // Supabase Auth does not check a PUT /user's PKCE parameters.
+  const pkce = pkceParams(body, s, false);
   const user = p.user;
   const aud = requestAud(req, p.claims);
 
@@ -754,7 +766,14 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
       // new address and to the current one (`double_confirm_changes`),
       // both caught by the local inbox. The new address shows up as
       // `new_email` until a link is followed.
-      await sendEmailChange(ctx, tx, user, email, redirectTarget(ctx, req));
+      await sendEmailChange(
+        ctx,
+        tx,
+        user,
+        email,
+        redirectTarget(ctx, req),
+        pkce,
+      );
     }
   });
   return jsonResponse(200, userJson((await findUserById(ctx.sql, user.id))!));

@@ -3,8 +3,9 @@
  * (internal/api/recover.go, magic_link.go, otp.go, resend.go, verify.go,
  * mail.go): one-time tokens stored as `sha224(email + code)` in the users
  * columns, mails caught by the local {@linkcode Inbox}, and `/verify`
- * exchanging a link or a code for a session. The implicit flow only: a
- * `code_challenge` (PKCE) is refused with a message saying so.
+ * exchanging a link or a code for a session. A request with a
+ * `code_challenge` takes the PKCE flow (`pkce.ts`): its link hands out an
+ * auth code instead of a session.
  *
  * @module
  */
@@ -43,6 +44,16 @@ import {
   type UserRow,
 } from "./store.ts";
 import { isBanned, type IssuedTokens, issueSession } from "./tokens.ts";
+import {
+  createFlowState,
+  type FlowMethod,
+  flowMethodOf,
+  flowToken,
+  issueAuthCode,
+  type Pkce,
+  PKCE_PREFIX,
+  pkceParams,
+} from "./pkce.ts";
 
 /** Length of the emailed code (config.toml `[auth.email] otp_length`). */
 export const OTP_LENGTH = 6;
@@ -53,17 +64,8 @@ export type SignUp = (
   email: string,
   password: string,
   data: Record<string, unknown>,
+  pkce: Pkce | null,
 ) => Promise<Response>;
-
-const _PKCE_MESSAGE =
-  "PKCE flow (code_challenge) is not supported by the local Auth stand-in; use the implicit flow (supabase-js createClient's default flowType)";
-
-/** Refuses a request that asks for the PKCE flow. */
-export function refusePkce(body: Record<string, unknown>): void {
-  if (body.code_challenge || body.code_challenge_method) {
-    throw badRequest("validation_failed", _PKCE_MESSAGE);
-  }
-}
 
 /**
  * Where a link sends the browser back to: `redirect_to` (query) or the
@@ -119,17 +121,23 @@ function _checkFrequency(ctx: AuthContext, sentAt: string | null): void {
   }
 }
 
-/** Mails a sign-up confirmation (`sendConfirmation`). */
+/**
+ * Mails a sign-up confirmation (`sendConfirmation`), in the PKCE flow when
+ * `pkce` is given (its flow state recorded first, as `Signup` and `Resend`
+ * do).
+ */
 export async function sendConfirmation(
   ctx: AuthContext,
   tx: Db,
   user: UserRow,
   redirectTo: string,
+  pkce: Pkce | null,
 ): Promise<void> {
   _checkFrequency(ctx, user.confirmation_sent_at);
+  await _startFlow(ctx, tx, user.id, "email/signup", pkce);
   const email = user.email ?? "";
   const code = _code();
-  const hash = tokenHash(email, code);
+  const hash = flowToken(tokenHash(email, code), pkce);
   await updateUser(tx, user.id, {
     confirmation_token: hash,
     confirmation_sent_at: iso(ctx.now()),
@@ -142,6 +150,17 @@ export async function sendConfirmation(
   });
 }
 
+// The PKCE flow's state, when the request asked for that flow.
+async function _startFlow(
+  ctx: AuthContext,
+  tx: Db,
+  userId: string,
+  method: FlowMethod,
+  pkce: Pkce | null,
+): Promise<void> {
+  if (pkce) await createFlowState(ctx, tx, userId, method, pkce);
+}
+
 // sendPasswordRecovery and sendMagicLink: both use the recovery token.
 async function _sendRecoveryToken(
   ctx: AuthContext,
@@ -149,11 +168,13 @@ async function _sendRecoveryToken(
   user: UserRow,
   type: "recovery" | "magiclink",
   redirectTo: string,
+  pkce: Pkce | null,
 ): Promise<void> {
   _checkFrequency(ctx, user.recovery_sent_at);
+  await _startFlow(ctx, tx, user.id, type, pkce);
   const email = user.email ?? "";
   const code = _code();
-  const hash = tokenHash(email, code);
+  const hash = flowToken(tokenHash(email, code), pkce);
   await updateUser(tx, user.id, {
     recovery_token: hash,
     recovery_sent_at: iso(ctx.now()),
@@ -169,7 +190,8 @@ async function _sendRecoveryToken(
 /**
  * Records a pending email change and mails its links (`sendEmailChange`):
  * one to the new address and, when the user has an address, one to it
- * (double confirmation, config.toml `double_confirm_changes`).
+ * (double confirmation, config.toml `double_confirm_changes`); in the PKCE
+ * flow when `pkce` is given.
  */
 export async function sendEmailChange(
   ctx: AuthContext,
@@ -177,13 +199,17 @@ export async function sendEmailChange(
   user: UserRow,
   newEmail: string,
   redirectTo: string,
+  pkce: Pkce | null,
 ): Promise<void> {
   _checkFrequency(ctx, user.email_change_sent_at);
+  await _startFlow(ctx, tx, user.id, "email_change", pkce);
   const codeNew = _code();
-  const hashNew = tokenHash(newEmail, codeNew);
+  const hashNew = flowToken(tokenHash(newEmail, codeNew), pkce);
   const current = user.email ?? "";
   const codeCurrent = current ? _code() : "";
-  const hashCurrent = current ? tokenHash(current, codeCurrent) : "";
+  const hashCurrent = current
+    ? flowToken(tokenHash(current, codeCurrent), pkce)
+    : "";
   await updateUser(tx, user.id, {
     email_change: newEmail,
     email_change_token_new: hashNew,
@@ -215,7 +241,6 @@ export async function recover(
   const s = "RecoverParams";
   const body = await readJson(req, s);
   let email = stringField(body, "email", s);
-  refusePkce(body);
   if (email === "") {
     throw badRequest(
       "validation_failed",
@@ -223,11 +248,12 @@ export async function recover(
     );
   }
   email = validateEmail(email);
+  const pkce = pkceParams(body, s);
   const user = await findUserByEmail(ctx.sql, email, requestAud(req, null));
   if (!user) return jsonResponse(200, {});
   const redirectTo = redirectTarget(ctx, req);
   await ctx.sql.begin((tx) =>
-    _sendRecoveryToken(ctx, tx, user, "recovery", redirectTo)
+    _sendRecoveryToken(ctx, tx, user, "recovery", redirectTo, pkce)
   );
   return jsonResponse(200, {});
 }
@@ -286,8 +312,8 @@ export async function otp(
       "Password recovery requires an email",
     );
   }
-  refusePkce(body);
   email = validateEmail(email);
+  const pkce = pkceParams(body, s);
   const aud = requestAud(req, null);
   const user = await findUserByEmail(ctx.sql, email, aud);
   if (!user && !createUser) {
@@ -296,14 +322,14 @@ export async function otp(
   const redirectTo = redirectTarget(ctx, req);
   if (!user || !user.email_confirmed_at) {
     const password = _randomPassword();
-    const res = await signUp(req, email, password, data);
+    const res = await signUp(req, email, password, data, pkce);
     if (!res.ok) return res;
     await res.body?.cancel();
     if (!ctx.mailerAutoconfirm) return jsonResponse(200, {});
   }
   const fresh = (await findUserByEmail(ctx.sql, email, aud))!;
   await ctx.sql.begin((tx) =>
-    _sendRecoveryToken(ctx, tx, fresh, "magiclink", redirectTo)
+    _sendRecoveryToken(ctx, tx, fresh, "magiclink", redirectTo, pkce)
   );
   return jsonResponse(200, {});
 }
@@ -332,7 +358,7 @@ export async function resend(
       "Missing one of these types: signup, email_change, sms, phone_change",
     );
   }
-  refusePkce(body);
+  const pkce = pkceParams(body, s);
   if (email === "" && type === "signup") {
     throw badRequest(
       "validation_failed",
@@ -366,8 +392,8 @@ export async function resend(
   const redirectTo = redirectTarget(ctx, req);
   await ctx.sql.begin((tx) =>
     type === "signup"
-      ? sendConfirmation(ctx, tx, user, redirectTo)
-      : sendEmailChange(ctx, tx, user, user.email_change!, redirectTo)
+      ? sendConfirmation(ctx, tx, user, redirectTo, pkce)
+      : sendEmailChange(ctx, tx, user, user.email_change!, redirectTo, pkce)
   );
   return jsonResponse(200, {});
 }
@@ -386,8 +412,13 @@ const _COLUMNS: Record<string, readonly TokenColumn[]> = {
 };
 
 interface Verified {
-  /** Tokens of the new session, or none after the first of two email-change links. */
+  /**
+   * Tokens of the new session; none after the first of two email-change
+   * links, or in the PKCE flow.
+   */
   issued: IssuedTokens | null;
+  /** The PKCE flow's auth code, once the last link is followed. */
+  code?: string;
   /** The verification type after `email` is resolved. */
   type: string;
 }
@@ -395,7 +426,9 @@ interface Verified {
 /**
  * GET /verify (a mail's link): 303 to `redirect_to` with the session in the
  * fragment (`#access_token=…&type=recovery`), or the error there
- * (`#error=access_denied&error_code=otp_expired…`).
+ * (`#error=access_denied&error_code=otp_expired…`). A PKCE flow's link
+ * (`pkce_` token) carries `?code=<auth code>` instead, and its error or
+ * message in the query as well.
  * POST /verify (`verifyOtp`): 200 with the session, 403 `otp_expired`.
  */
 export async function verify(
@@ -419,14 +452,22 @@ export async function verify(
         "Verify requires a token or a token hash",
       );
     }
-    if (token.startsWith("pkce_")) {
-      throw badRequest("validation_failed", _PKCE_MESSAGE);
+    let flow: FlowMethod | null = null;
+    if (token.startsWith(PKCE_PREFIX)) {
+      // ParseAuthenticationMethod's error: Supabase Auth's 500, not a
+      // redirect.
+      flow = flowMethodOf(type);
+      if (!flow) throw new Error(`unsupported authentication method "${type}"`);
     }
     let target: string;
     try {
-      const done = await _verifyHash(ctx, req, token, type, true);
-      if (!done.issued) {
-        target = _withFragment(redirectTo, { message: _SINGLE_CONFIRMATION });
+      const done = await _verifyHash(ctx, req, token, type, { flow });
+      if (done.code) {
+        const url = new URL(redirectTo);
+        url.searchParams.set("code", done.code);
+        target = url.toString();
+      } else if (!done.issued) {
+        target = _redirect(redirectTo, { message: _SINGLE_CONFIRMATION }, flow);
       } else {
         const b = done.issued.body;
         target = _withFragment(redirectTo, {
@@ -440,13 +481,13 @@ export async function verify(
       }
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
-      target = _withFragment(redirectTo, {
+      target = _redirect(redirectTo, {
         ...(_OAUTH_ERRORS[err.status]
           ? { error: _OAUTH_ERRORS[err.status] }
           : {}),
         error_code: err.errorCode,
         error_description: err.message,
-      });
+      }, flow);
     }
     return new Response(null, { status: 303, headers: { Location: target } });
   }
@@ -517,6 +558,19 @@ const _OAUTH_ERRORS: Record<number, string> = {
   503: "temporarily_unavailable",
 };
 
+// prepErrorRedirectURL and prepRedirectURL: the values in the fragment,
+// and in the PKCE flow in the query too (where a server sees them).
+function _redirect(
+  target: string,
+  values: Record<string, string>,
+  flow: FlowMethod | null,
+): string {
+  if (!flow) return _withFragment(target, values);
+  const url = new URL(target);
+  for (const [k, v] of Object.entries(values)) url.searchParams.set(k, v);
+  return _withFragment(url.toString(), values);
+}
+
 function _withFragment(target: string, values: Record<string, string>): string {
   const fragment = new URLSearchParams(
     Object.entries(values).sort(([a], [b]) => a.localeCompare(b)),
@@ -528,15 +582,16 @@ function _withFragment(target: string, values: Record<string, string>): string {
 }
 
 // verifyTokenHash: a link's token (or `token_hash`) finds its user.
-// `fromLink`: a GET of a mailed link, which takes the link types only
+// `link`: a GET of a mailed link, which takes the link types only
 // (`verifyGet`); `email` is a code's type. The check comes after the token's
 // own, and refuses inside the transaction, so the token is not spent.
+// `link.flow`: the link's PKCE flow, which ends in an auth code.
 async function _verifyHash(
   ctx: AuthContext,
   req: Request,
   hash: string,
   type: string,
-  fromLink = false,
+  link?: { flow: FlowMethod | null },
 ): Promise<Verified> {
   const columns = _COLUMNS[type];
   if (!columns) {
@@ -561,10 +616,10 @@ async function _verifyHash(
     }
     if (_expired(ctx, sentAt)) throw invalid();
     // Past `_COLUMNS`, every type but `email` (a code's) is a link's.
-    if (fromLink && type === "email") {
+    if (link && type === "email") {
       throw badRequest("validation_failed", "Unsupported verification type");
     }
-    return await _complete(ctx, tx, req, user, resolved, hash);
+    return await _complete(ctx, tx, req, user, resolved, hash, link?.flow);
   });
 }
 
@@ -598,20 +653,24 @@ async function _verifyCode(
     if (isBanned(user, ctx.now())) {
       throw forbidden("user_banned", "User is banned");
     }
+    // isOtpValid: the code's hash, as stored or with a PKCE flow's prefix.
     const hash = tokenHash(email, code);
     const valid = (column: TokenColumn, kind: string) =>
-      user![column] === hash && !_expired(ctx, _sentAt(user!, kind));
+      (user![column] === hash || user![column] === PKCE_PREFIX + hash) &&
+      !_expired(ctx, _sentAt(user!, kind));
     let resolved = type;
+    let column: TokenColumn | undefined;
     if (type === "email") {
-      if (valid("confirmation_token", "signup")) resolved = "signup";
-      else if (valid("recovery_token", "magiclink")) resolved = "magiclink";
-      else throw invalid();
-    } else if (
-      !_COLUMNS[type].some((column) => valid(column, type))
-    ) {
-      throw invalid();
+      if (valid("confirmation_token", "signup")) {
+        [resolved, column] = ["signup", "confirmation_token"];
+      } else if (valid("recovery_token", "magiclink")) {
+        [resolved, column] = ["magiclink", "recovery_token"];
+      }
+    } else {
+      column = _COLUMNS[type].find((c) => valid(c, type));
     }
-    return await _complete(ctx, tx, req, user, resolved, hash);
+    if (!column) throw invalid();
+    return await _complete(ctx, tx, req, user, resolved, user[column]!);
   });
 }
 
@@ -626,14 +685,17 @@ function _expired(ctx: AuthContext, sentAt: string | null): boolean {
   return !sentAt || msOf(sentAt) + ctx.otpExpiry * 1000 < ctx.now();
 }
 
-// signupVerify, recoverVerify and emailChangeVerify, then a session.
+// signupVerify, recoverVerify and emailChangeVerify, then a session, or in
+// the PKCE flow (`flow`) the flow's auth code. `stored`: the token as the
+// users row holds it.
 async function _complete(
   ctx: AuthContext,
   tx: Db,
   req: Request,
   user: UserRow,
   type: string,
-  hash: string,
+  stored: string,
+  flow?: FlowMethod | null,
 ): Promise<Verified> {
   const now = ctx.now();
   if (type === "signup" || type === "invite") {
@@ -649,7 +711,7 @@ async function _complete(
       // The first of the two links: wait for the other one.
       await updateUser(tx, user.id, {
         email_change_confirm_status: 1,
-        ...(user.email_change_token_current === hash
+        ...(user.email_change_token_current === stored
           ? { email_change_token_current: "" }
           : { email_change_token_new: "" }),
       }, now);
@@ -675,6 +737,13 @@ async function _complete(
         ? mergeMetadata(user.raw_user_meta_data, { email: newEmail })
         : user.raw_user_meta_data,
     }, now);
+  }
+  if (flow) {
+    return {
+      issued: null,
+      code: await issueAuthCode(ctx, tx, user.id, flow),
+      type,
+    };
   }
   const issued = await issueSession(
     ctx,

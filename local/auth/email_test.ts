@@ -282,23 +282,6 @@ Deno.test("auth email: updateUser({ email }) mails both addresses; with confirma
   }, { mailerAutoconfirm: false });
 });
 
-Deno.test("auth email: a code_challenge (PKCE) is refused with a message that says it is not supported locally", async () => {
-  await withHarness(async (h) => {
-    const res = await h.fetch("/recover", {
-      method: "POST",
-      body: JSON.stringify({
-        email: freshEmail(),
-        code_challenge: "abc",
-        code_challenge_method: "s256",
-      }),
-    });
-    assert.equal(res.status, 400);
-    const body = await json(res);
-    assert.equal(body.error_code, "validation_failed");
-    assert.match(String(body.msg), /not supported by the local Auth stand-in/);
-  });
-});
-
 Deno.test("auth api: the Auth log has one line per request with its event and error code, and no password or token", async () => {
   await withHarness(async (h) => {
     const email = freshEmail();

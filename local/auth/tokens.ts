@@ -103,6 +103,19 @@ export async function generateAccessToken(
 }
 
 /**
+ * How a session was authenticated, as its `amr` claim names it
+ * (`models.AuthenticationMethod`): a password, a link or code (`otp`), or
+ * the flow a PKCE code was exchanged for.
+ */
+export type SessionMethod =
+  | "password"
+  | "otp"
+  | "email/signup"
+  | "recovery"
+  | "magiclink"
+  | "email_change";
+
+/**
  * Starts a session for `user` (password grant or sign-up): a session row, a
  * first refresh token, `last_sign_in_at`, and a signed access token. Run it
  * inside the caller's transaction.
@@ -113,7 +126,7 @@ export async function issueSession(
   userId: string,
   client: { userAgent: string | null; ip: string | null },
   weakPassword?: WeakPasswordError,
-  method: "password" | "otp" = "password",
+  method: SessionMethod = "password",
 ): Promise<IssuedTokens> {
   const now = ctx.now();
   const sessionId = await insertSession(tx, {

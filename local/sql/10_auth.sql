@@ -188,6 +188,45 @@ begin
 end
 $$;
 
+-- The PKCE flow's state (a sign-up, recovery, magic link or email change
+-- asked for with a code_challenge): its auth code, given back by the mailed
+-- link, is exchanged with the code verifier for a session.
+do $$
+begin
+  if not exists (
+    select 1 from pg_type t join pg_namespace n on n.oid = t.typnamespace
+    where n.nspname = 'auth' and t.typname = 'code_challenge_method'
+  ) then
+    create type auth.code_challenge_method as enum ('s256', 'plain');
+  end if;
+  if to_regclass('auth.flow_state') is null then
+    create table auth.flow_state (
+      id uuid primary key,
+      user_id uuid null,
+      auth_code text null,
+      code_challenge_method auth.code_challenge_method null,
+      code_challenge text null,
+      provider_type text not null,
+      provider_access_token text null,
+      provider_refresh_token text null,
+      created_at timestamptz null,
+      updated_at timestamptz null,
+      authentication_method text not null,
+      auth_code_issued_at timestamptz null,
+      invite_token text null,
+      referrer text null,
+      oauth_client_state_id uuid null,
+      linking_target_id uuid null,
+      email_optional boolean not null default false
+    );
+    create index idx_auth_code on auth.flow_state (auth_code);
+    create index idx_user_id_auth_method
+      on auth.flow_state (user_id, authentication_method);
+    create index flow_state_created_at_idx on auth.flow_state (created_at desc);
+  end if;
+end
+$$;
+
 -- The helpers read the claims PostgREST (or the local stand-in for it) puts
 -- in request.jwt.claims; the older per-claim settings are still honoured as
 -- Supabase does.
