@@ -100,7 +100,7 @@ export interface AuthError {
 /**
  * The not-served flow an error answer shows, or `null`: a route the
  * stand-in answers 404 `not_found` (not supported), an `*_disabled` code,
- * a refused PKCE, or the gateway's 401 for a request without `apikey`.
+ * or the gateway's 401 for a request without `apikey`.
  */
 export function flowOfError(error: AuthError): string | null {
   if (error.status === 401 && error.code === "No API key found in request") {
@@ -116,7 +116,6 @@ export function flowOfError(error: AuthError): string | null {
     [/\/user\/identities/, "identity linking"],
     [/grant_type=id_token/, "ID tokens"],
     [/grant_type=web3/, "Web3"],
-    [/grant_type=pkce/, "PKCE"],
   ];
   for (const [pattern, flow] of routes) {
     if (pattern.test(error.route)) return flow;
@@ -125,7 +124,6 @@ export function flowOfError(error: AuthError): string | null {
     [/anonymous/, "anonymous sign-ins"],
     [/phone|sms/, "phone and SMS"],
     [/provider_disabled|unsupported.*provider/i, "OAuth providers"],
-    [/pkce|code_challenge|flow_state/i, "PKCE"],
   ];
   for (const [pattern, flow] of codes) {
     if (pattern.test(error.code)) return flow;
@@ -180,7 +178,6 @@ export function flowOfTitles(test: SuiteTest): string | null {
       "identity linking",
     ],
     [/id ?token/i, "ID tokens"],
-    [/pkce|code ?verifier|exchangeCodeForSession|code_challenge/i, "PKCE"],
     [/phone|sms/i, "phone and SMS"],
     [/oauth|provider/i, "OAuth providers"],
   ];
