@@ -138,3 +138,25 @@ export function freshEmail(tag = "user"): string {
 export async function json(res: Response): Promise<Record<string, unknown>> {
   return await res.json() as Record<string, unknown>;
 }
+
+/**
+ * Runs `fn` on a fresh harness ({@linkcode startHarness} with `options`)
+ * and closes it, whatever `fn` does.
+ */
+export async function withHarness(
+  fn: (h: Harness) => Promise<void>,
+  options: Parameters<typeof startHarness>[0] = {},
+): Promise<void> {
+  const h = await startHarness(options);
+  try {
+    await fn(h);
+  } finally {
+    await h.close();
+  }
+}
+
+/** Part `i` of a JWT (0 header, 1 claims), decoded. */
+export function jwtPart(token: string, i: 0 | 1): Record<string, unknown> {
+  const b64 = token.split(".")[i].replaceAll("-", "+").replaceAll("_", "/");
+  return JSON.parse(atob(b64 + "=".repeat((4 - b64.length % 4) % 4)));
+}

@@ -1,18 +1,9 @@
 import assert from "node:assert/strict";
 import { isAuthApiError } from "@supabase/supabase-js";
-import { freshEmail, type Harness, json, startHarness } from "./_harness.ts";
+import { freshEmail, type Harness, json, withHarness } from "./_harness.ts";
 import { LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY } from "./keys.ts";
 
 const ADMIN = { Authorization: `Bearer ${LOCAL_SERVICE_ROLE_KEY}` };
-
-async function withHarness(fn: (h: Harness) => Promise<void>): Promise<void> {
-  const h = await startHarness();
-  try {
-    await fn(h);
-  } finally {
-    await h.close();
-  }
-}
 
 async function confirmedUser(h: Harness, password = "secret123") {
   const email = freshEmail();

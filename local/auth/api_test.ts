@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { isAuthApiError, isAuthWeakPasswordError } from "@supabase/supabase-js";
-import { freshEmail, type Harness, json, startHarness } from "./_harness.ts";
+import {
+  freshEmail,
+  type Harness,
+  json,
+  jwtPart,
+  withHarness,
+} from "./_harness.ts";
 import { base64url, signEs256, signHs256 } from "./jwt.ts";
 import {
   generateSigningKey,
@@ -9,24 +15,6 @@ import {
 } from "./keys.ts";
 
 const V2024 = { "X-Supabase-Api-Version": "2024-01-01" };
-
-function decodePart(token: string, i: number): Record<string, unknown> {
-  const part = token.split(".")[i];
-  const b64 = part.replaceAll("-", "+").replaceAll("_", "/");
-  return JSON.parse(atob(b64 + "=".repeat((4 - b64.length % 4) % 4)));
-}
-
-async function withHarness(
-  fn: (h: Harness) => Promise<void>,
-  options: { mailerAutoconfirm?: boolean } = {},
-): Promise<void> {
-  const h = await startHarness(options);
-  try {
-    await fn(h);
-  } finally {
-    await h.close();
-  }
-}
 
 async function signedUp(h: Harness, password = "secret123") {
   const client = h.anon();
@@ -55,12 +43,12 @@ Deno.test("auth api: signUp returns a session with Supabase Auth's token claims 
     assert.equal(session.token_type, "bearer");
     assert.equal(session.expires_in, 3600);
     assert.match(session.refresh_token, /^[a-z2-7]{12}$/);
-    assert.deepEqual(decodePart(session.access_token, 0), {
+    assert.deepEqual(jwtPart(session.access_token, 0), {
       alg: "ES256",
       kid: h.signingKey.kid,
       typ: "JWT",
     });
-    const claims = decodePart(session.access_token, 1);
+    const claims = jwtPart(session.access_token, 1);
     assert.deepEqual(Object.keys(claims), [
       "iss",
       "sub",
@@ -459,8 +447,8 @@ Deno.test("auth api: refreshSession rotates the refresh token and revokes the ol
     assert.notEqual(next.refresh_token, session.refresh_token);
     assert.match(next.refresh_token, /^[a-z2-7]{12}$/);
     assert.equal(
-      decodePart(next.access_token, 1).session_id,
-      decodePart(session.access_token, 1).session_id,
+      jwtPart(next.access_token, 1).session_id,
+      jwtPart(session.access_token, 1).session_id,
     );
     const rows = await h.sql`
       select token, revoked, parent from auth.refresh_tokens order by id`;
@@ -780,7 +768,7 @@ Deno.test("auth api: an expired access token is 403 bad_jwt with golang-jwt's me
 Deno.test("auth api: forged tokens (bad signature, alg none, unknown kid) are 403 bad_jwt; HS256 with the secret is accepted", async () => {
   await withHarness(async (h) => {
     const { session } = await signedUp(h);
-    const claims = decodePart(session.access_token, 1);
+    const claims = jwtPart(session.access_token, 1);
     const expect = async (token: string, msg: string) => {
       const res = await h.fetch("/user", { headers: bearer(token) });
       assert.equal(res.status, 403);
@@ -821,7 +809,7 @@ Deno.test("auth api: tokens of a deleted user are 403 user_not_found; no bearer 
   await withHarness(async (h) => {
     const { session, user } = await signedUp(h);
     await h.sql`delete from auth.users where id = ${user.id}::uuid`;
-    const claims = decodePart(session.access_token, 1);
+    const claims = jwtPart(session.access_token, 1);
     delete claims.session_id;
     const sessionless = await signEs256(
       claims,

@@ -1,21 +1,20 @@
 import assert from "node:assert/strict";
-import { freshEmail, type Harness, json, startHarness } from "./_harness.ts";
+import {
+  freshEmail,
+  type Harness,
+  json,
+  jwtPart,
+  withHarness as withSharedHarness,
+} from "./_harness.ts";
 import type { Mail } from "./mailer.ts";
 
 // supabase-js with `flowType: "pkce"` (what @supabase/ssr uses) against the
 // stand-in: each mailed flow ends in `?code=`, which the same client
 // exchanges with the verifier it kept.
 
-async function withHarness(
-  fn: (h: Harness) => Promise<void>,
-  options: Parameters<typeof startHarness>[0] = { mailerAutoconfirm: false },
-): Promise<void> {
-  const h = await startHarness(options);
-  try {
-    await fn(h);
-  } finally {
-    await h.close();
-  }
+// Sign-ups wait for their confirmation mail here.
+function withHarness(fn: (h: Harness) => Promise<void>): Promise<void> {
+  return withSharedHarness(fn, { mailerAutoconfirm: false });
 }
 
 const BACK = "http://127.0.0.1:3000/auth/callback";
@@ -36,12 +35,8 @@ async function follow(mail: Mail): Promise<URL> {
 }
 
 function amr(accessToken: string): string[] {
-  const payload = accessToken.split(".")[1].replaceAll("-", "+")
-    .replaceAll("_", "/");
-  const claims = JSON.parse(
-    atob(payload + "=".repeat((4 - payload.length % 4) % 4)),
-  );
-  return claims.amr.map((a: { method: string }) => a.method);
+  const claims = jwtPart(accessToken, 1);
+  return (claims.amr as { method: string }[]).map((a) => a.method);
 }
 
 async function flowStates(h: Harness, email: string): Promise<number> {
