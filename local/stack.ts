@@ -46,7 +46,7 @@ import {
 } from "./migrate.ts";
 import { seedIdentities } from "./seed_identities.ts";
 import { type DataLock, lockDataDir } from "./data_lock.ts";
-import { redactUrl, StartError } from "./start_error.ts";
+import { redactIn, redactUrl, StartError } from "./start_error.ts";
 import { parse as parseToml } from "smol-toml";
 
 /** Settings of {@linkcode startStack}; every one has a default. */
@@ -444,8 +444,8 @@ async function _reach<T>(url: string, work: () => Promise<T>): Promise<T> {
     if (error instanceof StartError) throw error;
     const why = error instanceof Error ? error.message : String(error);
     throw new StartError(
-      `Cannot use the database at ${redactUrl(url)}: ${why}`,
-      "Check --database-url (user, password, host, port, database) and that PostgreSQL is running and accepts connections",
+      `Cannot use the database at ${redactUrl(url)}: ${redactIn(why, url)}`,
+      "Check --database-url (user, password with any # / ? @ in it percent-encoded, host, port, database) and that PostgreSQL is running and accepts connections",
       "",
       { cause: error },
     );

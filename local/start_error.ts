@@ -65,3 +65,31 @@ export function redactUrl(url: string): string {
     return "<unparsable database URL>";
   }
 }
+
+/**
+ * `text` (a driver's error message) with every copy of `url` replaced by
+ * {@linkcode redactUrl}'s form, and any other copy of its password by
+ * `***`. Drivers quote a URL they cannot parse whole, and that is when a
+ * password with an unencoded `#`, `/`, `?` or `@` is most likely.
+ *
+ * @example
+ * ```ts
+ * redactIn("Invalid URL: 'postgres://u:p#w@h/d'", "postgres://u:p#w@h/d");
+ * // "Invalid URL: '<unparsable database URL>'"
+ * ```
+ */
+export function redactIn(text: string, url: string): string {
+  let out = text.replaceAll(url, redactUrl(url));
+  // The userinfo's password: up to the last "@", which may itself be in it.
+  const password = /^[a-z][a-z0-9+.-]*:\/\/[^:@/]*:(.*)@[^@]*$/is.exec(url)
+    ?.[1];
+  if (password) {
+    out = out.replaceAll(password, "***");
+    try {
+      out = out.replaceAll(decodeURIComponent(password), "***");
+    } catch {
+      // Not percent-encoded text: the raw copy is all there is.
+    }
+  }
+  return out;
+}

@@ -123,6 +123,21 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "npm start: a database URL that does not parse (a raw # in its password) is not echoed, password included",
+  async () => {
+    const { line, output } = await startFails([
+      "--port",
+      "0",
+      "--database-url",
+      "postgresql://postgres.abcdefghij:my#Secret!Pass@127.0.0.1:6543/postgres",
+    ]);
+    assert.match(line, /Cannot use the database at <unparsable database URL>/);
+    assert.match(line, /percent-encode/);
+    assert.doesNotMatch(output, /Secret|abcdefghij:my/);
+  },
+);
+
 // A port held by another program: start stops with one line naming the
 // port and the flag that moves it.
 async function portTaken(flag: string): Promise<void> {
