@@ -168,7 +168,11 @@ export class FunctionHost {
           signal: req.signal,
         });
       } catch (error) {
-        if (this.#workers.get(name) === worker) this.#workers.delete(name);
+        // The client went away: the worker is fine and answers on.
+        if (req.signal.aborted) return new Response(null, { status: 499 });
+        // Not used again, and stopped once its other requests are answered:
+        // a worker that failed one may still be running.
+        this.#retire(name, worker);
         this.#options.log(
           `[${name}] The worker stopped while answering: ${
             error instanceof Error ? error.message : String(error)

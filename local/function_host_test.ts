@@ -191,7 +191,7 @@ Deno.serve({ port: 9 }, (req) => {
 
 Deno.test({
   name:
-    "FunctionHost: a function's request.signal aborts for a request its client abandoned, not after a served one, and its log has no legacy-abort warning",
+    "FunctionHost: a function's request.signal aborts for a request its client abandoned, not after a served one, and its log has no legacy-abort warning; the worker serves on (no second process)",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
@@ -204,12 +204,13 @@ Deno.test({
   req.signal.addEventListener("abort", () =>
     console.log(slow ? "abandoned" : "aborted after a served request"));
   if (slow) await new Promise((r) => setTimeout(r, 1_500));
-  return new Response("ok");
+  return new Response(String(Deno.pid));
 });
 `,
       );
       const res = await gw.call("/api/sig");
-      assert.equal(await res.text(), "ok");
+      const pid = await res.text();
+      assert.match(pid, /^\d+$/);
       await assert.rejects(
         gw.call("/api/sig?slow", {}, AbortSignal.timeout(300)),
       );
@@ -225,6 +226,18 @@ Deno.test({
       assert.ok(
         !lines.some((l) => l.includes("legacy behavior")),
         lines.join("\n"),
+      );
+      // The same worker answers the next request: an abandoned request
+      // left no process behind it.
+      const again = await gw.call("/api/sig");
+      assert.equal(await again.text(), pid);
+      assert.ok(
+        !lines.some((l) => l.includes("stopped while answering")),
+        lines.join("\n"),
+      );
+      assert.equal(
+        lines.filter((l) => l.startsWith("[sig] Starting")).length,
+        1,
       );
     } finally {
       await close();
