@@ -630,6 +630,14 @@ export function isTransient(error: unknown): boolean {
     (_TRANSIENT_CODES.has(code) || code.startsWith("08"));
 }
 
+/**
+ * Whether `error` is the database's own answer (a Postgres error with a
+ * SQLSTATE), whose message belongs in the log line, not in a response.
+ */
+export function isDbError(error: unknown): error is postgres.PostgresError {
+  return error instanceof postgres.PostgresError;
+}
+
 /** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */
 export function isUndefinedColumn(error: unknown): boolean {
   return error instanceof postgres.PostgresError && error.code === "42703";

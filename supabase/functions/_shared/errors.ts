@@ -160,14 +160,20 @@ export function json(
 /**
  * Turns a thrown value into the error response. An {@linkcode HttpError}
  * keeps its status, code and extra fields; anything else becomes a 500
- * `internal_error` that names the request id and hides the cause.
+ * `internal_error` that hides the cause. Every 500 names the request id,
+ * which finds its log lines (a 502 or 503 is a dependency's, and retried).
  */
 export function errorResponse(error: unknown, requestId: string): Response {
   if (error instanceof HttpError) {
     const headers: Record<string, string> = { ...error.headers };
     if (error.status === 401) headers["WWW-Authenticate"] = "Bearer";
     return json(
-      { message: error.message, code: error.code, ...error.extra },
+      {
+        message: error.message,
+        code: error.code,
+        ...error.extra,
+        ...(error.status === 500 ? { request_id: requestId } : {}),
+      },
       error.status,
       headers,
     );

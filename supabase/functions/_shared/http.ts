@@ -6,10 +6,10 @@
  * @module
  */
 import { corsHeaders } from "./cors.ts";
-import { asDbTimeout } from "./db.ts";
+import { asDbTimeout, isDbError } from "./db.ts";
 import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
 import { errorResponse, HttpError } from "./errors.ts";
-import { errorText, logEvent } from "./log.ts";
+import { errorText, forRequest, logEvent } from "./log.ts";
 
 /** Largest request body either function reads (64 KiB). */
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -39,62 +39,69 @@ export function createFunction(
   env: EnvSource,
   work: Work,
 ): (req: Request) => Promise<Response> {
-  return async (req) => {
+  return (req) => {
     // Our own id, always: a client's header would let it choose, repeat or
     // forge the id of another request in the logs. Its own id, if sane, is
-    // logged beside ours for correlation.
+    // logged beside ours for correlation. Every line logged while the
+    // request is worked on carries it.
     const requestId = crypto.randomUUID();
-    const clientRequestId = clientRequestIdOf(req);
-    const started = performance.now();
-    let response: Response;
-    // Why a call was refused, for its log line: the code the client got,
-    // and the public detail when there is one (Auth's reason for a token).
-    let code: string | undefined;
-    let reason: unknown;
-    try {
-      if (
-        req.method === "OPTIONS" &&
-        req.headers.has("access-control-request-method")
-      ) {
-        response = new Response(null, { status: 204, headers: corsHeaders });
-      } else if (req.method !== "POST") {
-        throw new HttpError("method_not_allowed", {
-          headers: { Allow: "POST, OPTIONS" },
-        });
-      } else {
-        response = await work(req, { env: readEnv(env), requestId });
+    return forRequest(requestId, async () => {
+      const clientRequestId = clientRequestIdOf(req);
+      const started = performance.now();
+      let response: Response;
+      // A 4xx answered for the database's sake (a row it refused): its own
+      // message, which the client is not told, for the log line.
+      let dbCause: string | undefined;
+      // Why a call was refused, for its log line: the code the client got,
+      // and the public detail when there is one (Auth's reason for a token).
+      let code: string | undefined;
+      let reason: unknown;
+      try {
+        if (
+          req.method === "OPTIONS" &&
+          req.headers.has("access-control-request-method")
+        ) {
+          response = new Response(null, { status: 204, headers: corsHeaders });
+        } else if (req.method !== "POST") {
+          throw new HttpError("method_not_allowed", {
+            headers: { Allow: "POST, OPTIONS" },
+          });
+        } else {
+          response = await work(req, { env: readEnv(env), requestId });
+        }
+      } catch (thrown) {
+        const error = _timeoutWins(thrown);
+        response = errorResponse(error, requestId);
+        code = error instanceof HttpError ? error.code : "internal_error";
+        reason = error instanceof HttpError ? error.extra.error : undefined;
+        // A client that went away (a closed tab, a load generator's last
+        // requests) had its statements cancelled: nobody reads this answer,
+        // and nothing failed. Its "Request handled" line says so, at info.
+        if (req.signal.aborted) {
+          code = "client_closed";
+          reason = undefined;
+        } else if (!(error instanceof HttpError) || error.status >= 500) {
+          const cause = error instanceof HttpError ? error.cause : error;
+          logEvent("error", `Request failed in "${name}"`, {
+            code: error instanceof HttpError ? error.code : "internal_error",
+            cause: cause === undefined ? undefined : errorText(cause),
+          });
+        } else if (isDbError(error.cause)) {
+          dbCause = errorText(error.cause);
+        }
       }
-    } catch (thrown) {
-      const error = _timeoutWins(thrown);
-      response = errorResponse(error, requestId);
-      code = error instanceof HttpError ? error.code : "internal_error";
-      reason = error instanceof HttpError ? error.extra.error : undefined;
-      // A client that went away (a closed tab, a load generator's last
-      // requests) had its statements cancelled: nobody reads this answer,
-      // and nothing failed. Its "Request handled" line says so, at info.
-      if (req.signal.aborted) {
-        code = "client_closed";
-        reason = undefined;
-      } else if (!(error instanceof HttpError) || error.status >= 500) {
-        const cause = error instanceof HttpError ? error.cause : error;
-        logEvent("error", `Request failed in "${name}"`, {
-          request_id: requestId,
-          code: error instanceof HttpError ? error.code : "internal_error",
-          cause: cause === undefined ? undefined : errorText(cause),
-        });
-      }
-    }
-    logEvent("info", "Request handled", {
-      fn: name,
-      request_id: requestId,
-      client_request_id: clientRequestId,
-      method: req.method,
-      status: response.status,
-      code,
-      reason: typeof reason === "string" ? reason : undefined,
-      ms: Math.round(performance.now() - started),
+      logEvent("info", "Request handled", {
+        fn: name,
+        client_request_id: clientRequestId,
+        method: req.method,
+        status: response.status,
+        code,
+        reason: typeof reason === "string" ? reason : undefined,
+        cause: dbCause,
+        ms: Math.round(performance.now() - started),
+      });
+      return response;
     });
-    return response;
   };
 }
 

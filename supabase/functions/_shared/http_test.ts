@@ -227,6 +227,40 @@ Deno.test("createFunction: a refused call's log line says why (status, code, and
   assert.equal(handled.reason, "JWT expired");
 });
 
+Deno.test("createFunction: a row the database refused (422) logs the database's own message, which the client is not told; other 4xx causes are not logged", async () => {
+  const refused = new postgres.PostgresError({
+    message: "correo no permitido por la app",
+    code: "P0001",
+  } as unknown as string);
+  const answers = [
+    new HttpError("row_refused", {
+      extra: { error: "database error class P0 (SQLSTATE P0001)" },
+      cause: refused,
+    }),
+    new HttpError("bad_json", {
+      cause: new SyntaxError('Unexpected token in "ana@corp.test'),
+    }),
+  ];
+  const seen: string[] = [];
+  const lines = await logged(async () => {
+    for (const answer of answers) {
+      const res = await createFunction(
+        "t",
+        (n) => env[n],
+        () => Promise.reject(answer),
+      )(new Request("http://x/", { method: "POST" }));
+      seen.push(await res.text());
+    }
+  });
+  const handled = lines.filter((l) => l.msg === "Request handled");
+  assert.equal(handled[0].status, 422);
+  assert.equal(handled[0].cause, "correo no permitido por la app");
+  assert.doesNotMatch(seen[0], /no permitido/);
+  assert.equal(handled[1].status, 400);
+  assert.equal("cause" in handled[1], false);
+  assert.equal(lines.length, 2, "no error line for a 4xx");
+});
+
 Deno.test("createFunction: a request its client abandoned is logged once, at info, as client_closed, not as a failure", async () => {
   const client = new AbortController();
   const cancelled = createFunction("t", (n) => env[n], () => {

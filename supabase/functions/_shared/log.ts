@@ -4,6 +4,26 @@
  *
  * @module
  */
+import { AsyncLocalStorage } from "node:async_hooks";
+
+// The request a line is written for: set by the shared pipeline
+// (`http.ts`) around each request's work, read by every logEvent under it,
+// however deep, so that each line of a request carries its id without
+// every module being handed it. Edge Runtime ships node:async_hooks.
+const _request = new AsyncLocalStorage<string>();
+
+/**
+ * Runs `fn` so that every line it logs, directly or in anything it awaits,
+ * carries `request_id`.
+ *
+ * @example
+ * ```ts
+ * await forRequest(crypto.randomUUID(), () => work(req));
+ * ```
+ */
+export function forRequest<T>(requestId: string, fn: () => T): T {
+  return _request.run(requestId, fn);
+}
 
 // JWTs (access tokens, anon and service keys), Supabase's opaque API keys and
 // credentials inside connection strings.
@@ -41,7 +61,8 @@ export function errorText(error: unknown): string {
 }
 
 /**
- * Writes one structured log line. Every string field is redacted.
+ * Writes one structured log line, with the `request_id` of the request it
+ * is written for ({@linkcode forRequest}). Every string field is redacted.
  *
  * @example
  * ```ts
@@ -54,6 +75,8 @@ export function logEvent(
   fields: Record<string, unknown> = {},
 ): void {
   const line: Record<string, unknown> = { level, msg: redact(message) };
+  const requestId = _request.getStore();
+  if (requestId !== undefined) line.request_id = requestId;
   for (const [key, value] of Object.entries(fields)) {
     line[key] = typeof value === "string" ? redact(value) : value;
   }

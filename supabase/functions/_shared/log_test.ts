@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { redact } from "./log.ts";
+import { forRequest, logEvent, redact } from "./log.ts";
 
 Deno.test("redact: removes JWTs, API keys, URL credentials and passwords", () => {
   const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl";
@@ -43,4 +43,28 @@ Deno.test("redact: Auth's password messages stay word for word", () => {
   ) {
     assert.equal(redact(text), text);
   }
+});
+
+Deno.test("forRequest: every line written under it, however deep and after awaits, carries its request_id; two requests at once keep their own", async () => {
+  const lines: Record<string, unknown>[] = [];
+  const saved = { log: console.log, warn: console.warn };
+  console.log = console.warn = (text: string) => lines.push(JSON.parse(text));
+  try {
+    const deep = async (n: number) => {
+      await new Promise((r) => setTimeout(r, 5 * n));
+      logEvent("warn", "deep", { n });
+    };
+    await Promise.all([
+      forRequest("req-a", () => deep(2)),
+      forRequest("req-b", () => deep(1)),
+    ]);
+    logEvent("info", "outside");
+  } finally {
+    Object.assign(console, saved);
+  }
+  assert.deepEqual(lines, [
+    { level: "warn", msg: "deep", request_id: "req-b", n: 1 },
+    { level: "warn", msg: "deep", request_id: "req-a", n: 2 },
+    { level: "info", msg: "outside" },
+  ]);
 });

@@ -65,14 +65,14 @@ export async function authSync(
     }
     identity = await deps.authenticate(bearerToken(req), ctx.env);
   } catch (error) {
-    _logRefused(error, ctx, null);
+    _logRefused(error, null);
     throw error;
   }
   const row = await findUsuario(sql, identity, matchRules(ctx.env));
   try {
     await requireAdmin(identity, row, adminPolicy(ctx.env, deps.autoconfirms));
   } catch (error) {
-    _logRefused(error, ctx, identity);
+    _logRefused(error, identity);
     const code = error instanceof HttpError ? error.code : null;
     // A caller without rights, with a row (403) or without (404: any fresh
     // sign-up). Who tried what, from the body nobody else reads: fields'
@@ -114,15 +114,10 @@ async function _serve(
 
 // Refusals are answered as usual; this leaves a trace of them (the shared
 // pipeline logs only failures of 500 and above).
-function _logRefused(
-  error: unknown,
-  ctx: RequestContext,
-  identity: Identity | null,
-): void {
+function _logRefused(error: unknown, identity: Identity | null): void {
   if (!(error instanceof HttpError) || error.status >= 500) return;
   logEvent("warn", "Request refused", {
     fn: "auth-sync",
-    request_id: ctx.requestId,
     status: error.status,
     code: error.code,
     actor_auth_user_id: identity?.id,

@@ -153,6 +153,7 @@ Deno.test("lostAnswerError: fields left changed give 500 partial_failure with pr
     code: "partial_failure",
     provider_changed: ["email", "password"],
     error: "Auth's answer to the account change was lost: Signal timed out.",
+    request_id: "req-1",
   });
 });
 
@@ -176,5 +177,6 @@ Deno.test("lostAnswerError: a failed read-back gives 500 partial_failure with pr
     provider_changed: ["password"],
     provider_state: "unknown",
     error: "Auth's answer to the account change was lost: boom",
+    request_id: "req-1",
   });
 });
