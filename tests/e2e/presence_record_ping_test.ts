@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { pushMigrations } from "../../local/migrate.ts";
 import { call } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 import { sessionIdOf } from "../support/tokens.ts";
@@ -315,7 +316,7 @@ e2eTest(
           assert.equal(res.body.code, "migration_missing", path);
           assert.match(
             res.body.error,
-            /presence\.record_ping .*20261124020100_order_presence_record_ping\.sql/,
+            /presence\.record_ping .*20261124235000_repair_presence_functions_edited_in_place\.sql/,
             path,
           );
         } finally {
@@ -329,6 +330,53 @@ e2eTest(
       await sql`alter function presence.record_ping_moved(uuid,uuid,text,text,text[],integer)
                 rename to record_ping`;
     }
+  },
+);
+
+e2eTest(
+  "presence-ping: a database migrated before presence.live_session existed answers 500 migration_missing naming it (not Auth on every ping); the repair migration restores it and the lock_timeout rule",
+  async () => {
+    const u = await stack.createUser({ row: { correo: "placeholder" } });
+    await sql`update public.usuarios set correo = ${u.email}
+              where id = ${u.rowId!}`;
+    // What 20261124020100 and 030000 left on a database pushed before they
+    // were changed in place.
+    await sql`drop function presence.live_session(uuid, uuid)`;
+    await sql`alter function presence.log_usuarios_changes()
+              set lock_timeout = '1s'`;
+    const broken = await call(stack.apiUrl, "presence-ping", {
+      headers: { Authorization: `Bearer ${u.token}` },
+    });
+    assert.equal(broken.status, 500);
+    assert.equal(broken.body.code, "migration_missing");
+    assert.match(
+      broken.body.error,
+      /^presence\.live_session is not callable: apply the migrations up to 20261124235000_/,
+    );
+
+    // Pushed again from the repair on, as `supabase db push` would.
+    await sql`delete from supabase_migrations.schema_migrations
+              where version = '20261124235000'`;
+    await pushMigrations(stack.dbUrl, { includeSeed: false });
+    const repaired = await call(stack.apiUrl, "presence-ping", {
+      headers: { Authorization: `Bearer ${u.token}` },
+    });
+    assert.equal(repaired.status, 200, JSON.stringify(repaired.body));
+    const [fn] = await sql`
+      select p.proconfig,
+             has_function_privilege('authenticated', p.oid, 'execute') as open
+      from pg_proc p where p.oid = 'presence.live_session(uuid,uuid)'::regprocedure`;
+    assert.deepEqual(fn.proconfig, ['search_path=""']);
+    assert.equal(fn.open, false);
+    const [trigger] = await sql`
+      select proconfig from pg_proc
+      where oid = 'presence.log_usuarios_changes()'::regprocedure`;
+    assert.ok(
+      !(trigger.proconfig ?? []).some((c: string) =>
+        c.startsWith("lock_timeout")
+      ),
+      String(trigger.proconfig),
+    );
   },
 );
 

@@ -10,24 +10,35 @@ import postgres from "postgres";
 import { HttpError } from "./errors.ts";
 
 /**
- * The migration that creates the database functions as the code calls
- * them (`presence.match_usuario`, `presence.reader`, `presence.record_ping`).
+ * The last migration that makes the database functions as the code calls
+ * them (`presence.match_usuario`, `presence.reader`, `presence.record_ping`
+ * and the `presence.live_session` they call): applied up to it, they are
+ * all there.
  */
 export const FUNCTIONS_MIGRATION =
-  "20261124020100_order_presence_record_ping.sql";
+  "20261124235000_repair_presence_functions_edited_in_place.sql";
 
 // Raised by the call itself (not inside the function: those carry a
 // PL/pgSQL context): undefined function, unknown schema, no privilege.
 const _MISSING = new Set(["42883", "3F000", "42501"]);
 
+// One of the project's functions named as undefined, wherever it was
+// called from: one function of ours calling another the database lacks.
+const _OURS_UNDEFINED = /\bfunction (presence\.\w+)\(/;
+
 /**
- * Whether an error says the database function called is missing or not
- * executable, rather than that something inside it failed.
+ * Whether an error says a database function of the project is missing or
+ * not executable (the one called, or one it calls), rather than that
+ * something inside it failed.
  */
 export function isMissingFunction(error: unknown): boolean {
-  return error instanceof postgres.PostgresError &&
-    _MISSING.has(error.code) &&
-    !(error.where ?? "").includes("PL/pgSQL");
+  if (!(error instanceof postgres.PostgresError)) return false;
+  if (!_MISSING.has(error.code)) return false;
+  return !(error.where ?? "").includes("PL/pgSQL") || _oursUndefined(error);
+}
+
+function _oursUndefined(error: postgres.PostgresError): boolean {
+  return error.code === "42883" && _OURS_UNDEFINED.test(error.message);
 }
 
 /**
@@ -48,10 +59,11 @@ export async function callingDbFunction<T>(
     return await call();
   } catch (error) {
     if (!isMissingFunction(error)) throw error;
+    const missing = _OURS_UNDEFINED.exec((error as Error).message)?.[1] ?? name;
     throw new HttpError("migration_missing", {
       extra: {
         error:
-          `${name} is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}`,
+          `${missing} is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}`,
       },
       cause: error,
     });
@@ -82,7 +94,8 @@ export function isAuthSchemaError(
 ): error is postgres.PostgresError {
   return error instanceof postgres.PostgresError &&
     _AUTH_SCHEMA.has(error.code) &&
-    _AUTH_READ.test(`${error.message} ${error.where ?? ""}`);
+    _AUTH_READ.test(`${error.message} ${error.where ?? ""}`) &&
+    !_oursUndefined(error);
 }
 
 // What may be written into a call's text (see {@linkcode uuidLiteral} and

@@ -48,6 +48,28 @@ Deno.test("isMissingFunction: undefined function, schema or privilege raised by 
   assert.ok(!isMissingFunction(new Error("42883")));
 });
 
+// A database whose migrations were applied before presence.live_session
+// existed: record_ping, as replaced later, calls a function it lacks.
+const LIVE_SESSION_MISSING = pgError(
+  "42883",
+  "PL/pgSQL function presence.record_ping(uuid,uuid,text,text,text[],integer) line 21 at SQL statement",
+  "function presence.live_session(uuid, uuid) does not exist",
+);
+
+Deno.test("isMissingFunction: a function of the project missing where another calls it is a missing migration, not the auth schema", async () => {
+  assert.ok(isMissingFunction(LIVE_SESSION_MISSING));
+  assert.ok(!isAuthSchemaError(LIVE_SESSION_MISSING));
+  const missing = await callingDbFunction("presence.record_ping", () => {
+    throw LIVE_SESSION_MISSING;
+  }).catch((e) => e);
+  assert.ok(missing instanceof HttpError);
+  assert.equal(missing.code, "migration_missing");
+  assert.match(
+    String(missing.extra.error),
+    /^presence\.live_session is not callable: apply the migrations up to 20261124235000_/,
+  );
+});
+
 Deno.test("callingDbFunction: a missing function is a 500 migration_missing naming it and the migration; other errors pass", async () => {
   const missing = await callingDbFunction("presence.record_ping", () => {
     throw pgError("42883");
@@ -57,7 +79,7 @@ Deno.test("callingDbFunction: a missing function is a 500 migration_missing nami
   assert.equal(missing.status, 500);
   assert.match(
     String(missing.extra.error),
-    /^presence\.record_ping .*20261124020100_order_presence_record_ping\.sql$/,
+    /^presence\.record_ping .*20261124235000_repair_presence_functions_edited_in_place\.sql$/,
   );
   const other = pgError("57014");
   await assert.rejects(
