@@ -115,6 +115,29 @@ Deno.test("flowOf: titles first, then the stack's answers, else served", () => {
     ],
     // The PKCE flow is served: its failure would be one in a served flow.
     [test("signUp() with email and PKCE flowType"), "served flows"],
+    // So are invites and generate_link.
+    [
+      test(
+        "inviteUserByEmail() creates a new user with an invited_at timestamp",
+        [
+          { route: "POST /invite", status: 422, code: "email_exists" },
+        ],
+      ),
+      "served flows",
+    ],
+    [
+      test(
+        "generateLink supports signUp with generate confirmation signup link",
+        [
+          {
+            route: "POST /admin/generate_link",
+            status: 404,
+            code: "not_found",
+          },
+        ],
+      ),
+      "served flows",
+    ],
     [
       test("signUp() with email", [
         { route: "POST /signup", status: 422, code: "weak_password" },

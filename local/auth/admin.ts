@@ -1,10 +1,12 @@
 /**
  * The admin user routes (`/admin/users...`) as Supabase Auth answers them
- * (internal/api/admin.go, pagination.go, sorting.go). Every `/admin` path
+ * (internal/api/admin.go, pagination.go, sorting.go), and
+ * `/admin/generate_link` (admin_links.ts). Every `/admin` path
  * first requires an admin token (service_role), before any routing.
  *
  * @module
  */
+import { adminGenerateLink } from "./admin_links.ts";
 import type { AuthContext } from "./context.ts";
 import { DEFAULT_ROLE } from "./context.ts";
 import {
@@ -34,6 +36,7 @@ import {
   checkPasswordStrength,
   hashPassword,
   MAX_PASSWORD_BYTES,
+  randomPassword,
   validateEmail,
   validatePhone,
 } from "./passwords.ts";
@@ -71,6 +74,10 @@ export async function handleAdmin(
     if (req.method === "GET") return await _list(ctx, req, claims);
     if (req.method === "POST") return await _create(ctx, req, claims);
     return methodNotAllowed();
+  }
+  if (path === "/admin/generate_link") {
+    if (req.method !== "POST") return methodNotAllowed();
+    return await adminGenerateLink(ctx, req, claims);
   }
   const match = /^\/admin\/users\/([^/]+)$/.exec(path);
   if (!match) return notFoundRoute(req);
@@ -275,7 +282,7 @@ async function _create(
     hash = p.passwordHash;
   } else {
     // Without a password Supabase Auth sets a random one nobody knows.
-    const password = p.password || _randomPassword();
+    const password = p.password || randomPassword();
     if (new TextEncoder().encode(password).length > MAX_PASSWORD_BYTES) {
       throw badRequest(
         "validation_failed",
@@ -581,11 +588,4 @@ async function _obfuscate(id: string, value: string): Promise<string> {
     /=+$/,
     "",
   );
-}
-
-function _randomPassword(): string {
-  const chars =
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  const bytes = crypto.getRandomValues(new Uint8Array(64));
-  return [...bytes].map((b) => chars[b % chars.length]).join("");
 }

@@ -1,7 +1,8 @@
 /**
  * The HTTP surface of the Auth stand-in: routing under `/auth/v1` and the
  * public and user routes (internal/api/api.go, signup.go, token.go,
- * user.go, logout.go, jwks.go, settings.go). Admin routes are in admin.ts.
+ * user.go, logout.go, jwks.go, settings.go). Admin routes are in admin.ts,
+ * `/invite` and `/admin/generate_link` in admin_links.ts.
  *
  * Configuration mirrors `supabase start` with this project's config.toml:
  * email sign-up on with confirmations off (autoconfirm), phone and anonymous
@@ -11,6 +12,7 @@
  * @module
  */
 import { handleAdmin } from "./admin.ts";
+import { invite } from "./admin_links.ts";
 import type { AuthContext } from "./context.ts";
 import { DEFAULT_ROLE } from "./context.ts";
 import {
@@ -211,6 +213,7 @@ function _event(req: Request, status: number): string | undefined {
   if (path === "/otp" || path === "/magiclink") return "magiclink_requested";
   if (path === "/resend") return "user_confirmation_requested";
   if (path === "/verify") return ok ? "verified" : "verify_failed";
+  if (path === "/invite" && ok) return "user_invited";
   if (path === "/user" && req.method === "PUT" && ok) return "user_modified";
   return undefined;
 }
@@ -264,6 +267,7 @@ async function _route(ctx: AuthContext, req: Request): Promise<Response> {
     "/magiclink": { POST: () => otp(ctx, req, signUp, "/magiclink") },
     "/resend": { POST: () => resend(ctx, req) },
     "/verify": { GET: () => verify(ctx, req), POST: () => verify(ctx, req) },
+    "/invite": { POST: () => invite(ctx, req) },
     "/authorize": { GET: () => Promise.reject(_noOAuth()) },
   };
   const signUp: SignUp = (req, email, password, data, pkce) =>

@@ -29,15 +29,22 @@ import {
   userAgent,
 } from "./http.ts";
 import type { MailType } from "./mailer.ts";
-import { validateEmail, validatePhone } from "./passwords.ts";
+import {
+  hashPassword,
+  randomPassword,
+  validateEmail,
+  validatePhone,
+} from "./passwords.ts";
 import {
   type Db,
+  deleteUserSessions,
   findUserByEmail,
   findUserById,
   findUserByTokenHash,
   iso,
   mergeMetadata,
   msOf,
+  setPassword,
   type TokenColumn,
   updateIdentityData,
   updateUser,
@@ -86,12 +93,17 @@ export function tokenHash(email: string, code: string): string {
   return createHash("sha224").update(email + code).digest("hex");
 }
 
-function _code(): string {
+/** A fresh emailed code of {@linkcode OTP_LENGTH} digits (`GenerateOtp`). */
+export function generateOtp(): string {
   const digits = crypto.getRandomValues(new Uint32Array(OTP_LENGTH));
   return [...digits].map((d) => String(d % 10)).join("");
 }
 
-function _link(
+/**
+ * The link a mail (or `generate_link`) hands out: `/verify` with the token,
+ * its type and where to go back to (`GetEmailActionLink`).
+ */
+export function actionLink(
   ctx: AuthContext,
   hash: string,
   type: MailType,
@@ -136,7 +148,7 @@ export async function sendConfirmation(
   _checkFrequency(ctx, user.confirmation_sent_at);
   await _startFlow(ctx, tx, user.id, "email/signup", pkce);
   const email = user.email ?? "";
-  const code = _code();
+  const code = generateOtp();
   const hash = flowToken(tokenHash(email, code), pkce);
   await updateUser(tx, user.id, {
     confirmation_token: hash,
@@ -145,7 +157,35 @@ export async function sendConfirmation(
   ctx.inbox.send({
     to: email,
     type: "signup",
-    link: _link(ctx, hash, "signup", redirectTo),
+    link: actionLink(ctx, hash, "signup", redirectTo),
+    otp: code,
+  });
+}
+
+/**
+ * Mails an invite (`sendInvite`): a confirmation token, stamped
+ * `invited_at`, whose link (`type=invite`) confirms the address and signs
+ * the user in. No PKCE flow and no frequency limit, as in Supabase Auth.
+ */
+export async function sendInvite(
+  ctx: AuthContext,
+  tx: Db,
+  user: UserRow,
+  redirectTo: string,
+): Promise<void> {
+  const email = user.email ?? "";
+  const code = generateOtp();
+  const hash = tokenHash(email, code);
+  const now = iso(ctx.now());
+  await updateUser(tx, user.id, {
+    confirmation_token: hash,
+    confirmation_sent_at: now,
+    invited_at: now,
+  }, ctx.now());
+  ctx.inbox.send({
+    to: email,
+    type: "invite",
+    link: actionLink(ctx, hash, "invite", redirectTo),
     otp: code,
   });
 }
@@ -173,7 +213,7 @@ async function _sendRecoveryToken(
   _checkFrequency(ctx, user.recovery_sent_at);
   await _startFlow(ctx, tx, user.id, type, pkce);
   const email = user.email ?? "";
-  const code = _code();
+  const code = generateOtp();
   const hash = flowToken(tokenHash(email, code), pkce);
   await updateUser(tx, user.id, {
     recovery_token: hash,
@@ -182,7 +222,7 @@ async function _sendRecoveryToken(
   ctx.inbox.send({
     to: email,
     type,
-    link: _link(ctx, hash, type, redirectTo),
+    link: actionLink(ctx, hash, type, redirectTo),
     otp: code,
   });
 }
@@ -203,10 +243,10 @@ export async function sendEmailChange(
 ): Promise<void> {
   _checkFrequency(ctx, user.email_change_sent_at);
   await _startFlow(ctx, tx, user.id, "email_change", pkce);
-  const codeNew = _code();
+  const codeNew = generateOtp();
   const hashNew = flowToken(tokenHash(newEmail, codeNew), pkce);
   const current = user.email ?? "";
-  const codeCurrent = current ? _code() : "";
+  const codeCurrent = current ? generateOtp() : "";
   const hashCurrent = current
     ? flowToken(tokenHash(current, codeCurrent), pkce)
     : "";
@@ -220,14 +260,14 @@ export async function sendEmailChange(
   ctx.inbox.send({
     to: newEmail,
     type: "email_change",
-    link: _link(ctx, hashNew, "email_change", redirectTo),
+    link: actionLink(ctx, hashNew, "email_change", redirectTo),
     otp: codeNew,
   }, { newEmail });
   if (current) {
     ctx.inbox.send({
       to: current,
       type: "email_change",
-      link: _link(ctx, hashCurrent, "email_change", redirectTo),
+      link: actionLink(ctx, hashCurrent, "email_change", redirectTo),
       otp: codeCurrent,
     }, { newEmail });
   }
@@ -321,7 +361,7 @@ export async function otp(
   }
   const redirectTo = redirectTarget(ctx, req);
   if (!user || !user.email_confirmed_at) {
-    const password = _randomPassword();
+    const password = randomPassword();
     const res = await signUp(req, email, password, data, pkce);
     if (!res.ok) return res;
     await res.body?.cancel();
@@ -332,11 +372,6 @@ export async function otp(
     _sendRecoveryToken(ctx, tx, fresh, "magiclink", redirectTo, pkce)
   );
   return jsonResponse(200, {});
-}
-
-function _randomPassword(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(24));
-  return btoa(String.fromCharCode(...bytes));
 }
 
 /** POST /resend: `signup` or `email_change` mails again. */
@@ -699,6 +734,7 @@ async function _complete(
 ): Promise<Verified> {
   const now = ctx.now();
   if (type === "signup" || type === "invite") {
+    await _passwordForInvited(tx, user, now);
     await _confirm(tx, user, now);
   } else if (type === "recovery" || type === "magiclink") {
     await updateUser(tx, user.id, { recovery_token: "" }, now);
@@ -757,6 +793,19 @@ async function _complete(
     "otp",
   );
   return { issued, type };
+}
+
+// signupVerify: an invited user without a password gets one nobody knows
+// (the app then asks for theirs, `updateUser({ password })`), set as
+// `UpdatePassword` does: pending tokens void, every session ended.
+async function _passwordForInvited(
+  tx: Db,
+  user: UserRow,
+  now: number,
+): Promise<void> {
+  if (user.encrypted_password || !user.invited_at) return;
+  await setPassword(tx, user.id, await hashPassword(randomPassword()), now);
+  await deleteUserSessions(tx, user.id);
 }
 
 // User.Confirm: the address is proven.

@@ -12,7 +12,12 @@
  */
 
 /** What a mail is for: the `type` its link carries to `/verify`. */
-export type MailType = "signup" | "recovery" | "magiclink" | "email_change";
+export type MailType =
+  | "signup"
+  | "invite"
+  | "recovery"
+  | "magiclink"
+  | "email_change";
 
 /** A caught mail. */
 export interface Mail {
@@ -113,6 +118,13 @@ const _TEMPLATES: Record<MailType, { subject: string; html: string }> = {
 <p>Follow the link below to confirm this email address and finish signing up.</p>
 <p><a href="{{ .ConfirmationURL }}">Confirm email address</a></p>
 `,
+  },
+  invite: {
+    subject: "You've been invited",
+    html: `<h2>You've been invited</h2>
+
+<p>You've been invited to create an account. Follow the link below to accept.</p>
+<p><a href="{{ .ConfirmationURL }}">Accept invitation</a></p>`,
   },
   recovery: {
     subject: "Reset your password",

@@ -112,6 +112,22 @@ export function validatePhone(phone: string): string {
   return digits;
 }
 
+const _ALPHANUMERIC =
+  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+/**
+ * A 64-character password nobody knows, from a CSPRNG: what Supabase Auth
+ * gives an account made without one (an admin-created user, a magic link's
+ * or `generate_link`'s sign-up, an accepted invite), so that it can only be
+ * signed into by link or code until its owner sets a password.
+ */
+export function randomPassword(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(64));
+  return [...bytes].map((b) => _ALPHANUMERIC[b % _ALPHANUMERIC.length]).join(
+    "",
+  );
+}
+
 const _BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
 
 /**

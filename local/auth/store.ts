@@ -103,6 +103,7 @@ export type UserUpdate = Partial<{
   phone_confirmed_at: string | null;
   confirmation_token: string;
   confirmation_sent_at: string | null;
+  invited_at: string | null;
   recovery_token: string;
   recovery_sent_at: string | null;
   email_change: string;
@@ -134,6 +135,7 @@ const _USER_COLUMN_TYPES: Record<keyof UserUpdate, string> = {
   phone_confirmed_at: "timestamptz",
   confirmation_token: "varchar",
   confirmation_sent_at: "timestamptz",
+  invited_at: "timestamptz",
   recovery_token: "varchar",
   recovery_sent_at: "timestamptz",
   email_change: "varchar",
