@@ -172,32 +172,46 @@ export function createAuthApi(
   return async (req: Request): Promise<Response> => {
     let res: Response;
     let errorCode: string | undefined;
+    let cause: string | undefined;
     try {
       res = await _route(ctx, req);
+      // A link's failure is a redirect carrying the error (verifyGet).
+      errorCode = _redirectedError(res);
     } catch (err) {
       if (err instanceof ApiError) errorCode = err.errorCode;
-      if (err instanceof WeakPasswordError) errorCode = "weak_password";
-      if (!(err instanceof ApiError) && !(err instanceof WeakPasswordError)) {
-        // Only the error's name and message: a stack or query could carry
-        // tokens or passwords.
-        console.error(
-          `auth: unexpected failure on ${req.method} ${
-            new URL(req.url).pathname
-          }: ${(err as Error)?.name}: ${(err as Error)?.message}`,
-        );
+      else if (err instanceof WeakPasswordError) errorCode = "weak_password";
+      else {
+        // On the request's line, where the terminal and stack.log both
+        // have it: only the error's name and message, since a stack or
+        // query could carry tokens or passwords.
+        errorCode = "unexpected_failure";
+        cause = `${(err as Error)?.name}: ${(err as Error)?.message}`;
       }
       res = errorResponse(err, req);
     }
-    log(requestLine(req, res.status, errorCode));
+    log(requestLine(req, res.status, errorCode, cause));
     return _withCors(req, res);
   };
 }
 
+// The `error_code` a redirect carries in its query or fragment, if any.
+function _redirectedError(res: Response): string | undefined {
+  const location = res.headers.get("location");
+  if (!location) return undefined;
+  const url = new URL(location);
+  return url.searchParams.get("error_code") ??
+    new URLSearchParams(url.hash.slice(1)).get("error_code") ?? undefined;
+}
+
 // What a request was, in the words of Supabase Auth's audit log.
-function _event(req: Request, status: number): string | undefined {
+function _event(
+  req: Request,
+  status: number,
+  errorCode: string | undefined,
+): string | undefined {
   const url = new URL(req.url);
   const path = url.pathname.replace(/^\/auth\/v1/, "").replace(/\/$/, "");
-  const ok = status < 400;
+  const ok = status < 400 && errorCode === undefined;
   if (path === "/signup") {
     return ok ? "user_signedup" : "user_signup_refused";
   }
@@ -220,13 +234,15 @@ function _event(req: Request, status: number): string | undefined {
 
 /**
  * One JSON log line for an Auth request, as Supabase Auth's "request
- * completed" lines: method, path, status, `error_code` and the event. No
- * token, password or email: only the route and its outcome.
+ * completed" lines: method, path, status, `error_code` (a failed link's
+ * too, though it answers 303), the event, and for an unexpected failure its
+ * `cause`. No token, password or email: only the route and its outcome.
  */
 export function requestLine(
   req: Request,
   status: number,
   errorCode?: string,
+  cause?: string,
 ): string {
   const url = new URL(req.url);
   return JSON.stringify({
@@ -237,7 +253,8 @@ export function requestLine(
     grant_type: url.searchParams.get("grant_type") ?? undefined,
     status,
     error_code: errorCode,
-    event: _event(req, status),
+    event: _event(req, status, errorCode),
+    cause,
   });
 }
 

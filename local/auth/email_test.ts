@@ -308,6 +308,42 @@ Deno.test("auth api: the Auth log has one line per request with its event and er
   });
 });
 
+Deno.test("auth api: a mailed link that fails (303 with the error) is logged verify_failed with its error code; an unexpected failure's line has its cause", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    await h.anon().auth.signUp({ email, password: "secret123" });
+    const [mail] = h.inbox.list(email);
+    const first = await fetch(mail.link, { redirect: "manual" });
+    await first.body?.cancel();
+    const again = await fetch(mail.link, { redirect: "manual" });
+    await again.body?.cancel();
+    assert.equal(again.status, 303);
+    const verifies = h.logs.map((l) => JSON.parse(l))
+      .filter((l) => l.path === "/auth/v1/verify")
+      .map((l) => [l.event, l.status, l.error_code ?? null]);
+    assert.deepEqual(verifies, [
+      ["verified", 303, null],
+      ["verify_failed", 303, "otp_expired"],
+    ]);
+
+    // The database gone from under Auth: a 500 whose line says why.
+    await h.sql`alter table auth.users rename to users_gone`;
+    try {
+      const res = await h.fetch("/recover", {
+        method: "POST",
+        body: JSON.stringify({ email }),
+      });
+      assert.equal(res.status, 500);
+      await res.body?.cancel();
+    } finally {
+      await h.sql`alter table auth.users_gone rename to users`;
+    }
+    const failed = JSON.parse(h.logs.at(-1)!);
+    assert.equal(failed.error_code, "unexpected_failure");
+    assert.match(failed.cause, /users.*does not exist/);
+  }, { mailerAutoconfirm: false });
+});
+
 Deno.test("auth api: enable_signup = false refuses sign-ups with 422 signup_disabled, and settings say so", async () => {
   await withHarness(async (h) => {
     const { error } = await h.anon().auth.signUp({
