@@ -47,8 +47,12 @@ $$;
 -- Comments on the columns that exist and have none: an owner's own comment
 -- stays. COMMENT takes a lock that writes do not wait for (SHARE UPDATE
 -- EXCLUSIVE), but that waits for DDL or VACUUM running on the table: taken
--- first, 500 ms at a time (lock_timeout) and retried, so that a long wait
--- never holds the migration's other locks.
+-- first, 2 s at a time (lock_timeout) and retried, so that a long wait never
+-- holds the migration's other locks. 2 s is past deadlock_timeout (1 s),
+-- after which Postgres cancels an autovacuum of the table for this waiter;
+-- a shorter wait never made it yield, and the push failed for as long as
+-- the vacuum ran. (A change of how this file waits, not of what it makes:
+-- a database that applied it is as this file makes it.)
 do $$
 declare
   _comments constant text[][] := array[
@@ -63,7 +67,7 @@ declare
   _num smallint;
   _attempt int := 0;
 begin
-  perform set_config('lock_timeout', '500ms', true);
+  perform set_config('lock_timeout', '2s', true);
   loop
     begin
       lock table public.usuarios in share update exclusive mode;

@@ -52,7 +52,9 @@ begin
 end
 $$;
 
--- lock_timeout on record_ping and reader only, as 20261124030000 sets it.
+-- No lock_timeout on the two other functions the first 20261124030000 gave
+-- one (every presence function there was then): as it sets it now, only
+-- record_ping and reader have it (and run_ddl, of 20261124030100, its own).
 do $$
 declare
   _fn regprocedure;
@@ -60,7 +62,7 @@ begin
   for _fn in
     select p.oid::regprocedure from pg_proc p
     where p.pronamespace = 'presence'::regnamespace and p.prokind = 'f'
-      and p.proname not in ('record_ping', 'reader')
+      and p.proname in ('log_usuarios_changes', 'match_usuario')
       and exists (
         select 1 from pg_catalog.unnest(p.proconfig) c
         where c like 'lock\_timeout=%'

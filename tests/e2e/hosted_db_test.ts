@@ -162,6 +162,53 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   );
 
   e2eTest(
+    "migrations: while an autovacuum of usuarios runs, supabase db push and presence.run_ddl outwait it (Postgres cancels it for them) instead of failing",
+    async () => {
+      await withLegacyDatabase(50_000, async (url, sql) => {
+        // An autovacuum that would run for minutes: every page costs its
+        // limit, then a 100 ms sleep; started within a second of dead rows.
+        await sql`alter system set autovacuum_naptime = 1`;
+        await sql`select pg_reload_conf()`;
+        await sql`alter table public.usuarios set (
+          autovacuum_vacuum_threshold = 0, autovacuum_vacuum_scale_factor = 0,
+          autovacuum_vacuum_cost_delay = 100, autovacuum_vacuum_cost_limit = 1)`;
+        const vacuuming = async () => {
+          for (let i = 0; i < 600; i++) {
+            const rows = await sql`
+              select 1 from pg_stat_activity
+              where backend_type = 'autovacuum worker'
+                and datname = current_database()
+                and query like '%public.usuarios%'`;
+            if (rows.length) return;
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          assert.fail("no autovacuum of usuarios started in 60 s");
+        };
+        try {
+          await sql`update public.usuarios set nombre_usuario = nombre_usuario
+                    where id % 2 = 0`;
+          await vacuuming();
+          await pushMigrations(url, { includeSeed: false });
+          await vacuuming(); // started again: its dead rows are still there
+          await sql`select presence.run_ddl(
+            'alter table public.usuarios add column av_probe integer')`;
+          const [probe] = await sql`
+            select count(*)::int as n from pg_attribute
+            where attrelid = 'public.usuarios'::regclass
+              and attname = 'av_probe'`;
+          assert.equal(probe.n, 1);
+        } finally {
+          await sql`alter table public.usuarios reset (
+            autovacuum_vacuum_threshold, autovacuum_vacuum_scale_factor,
+            autovacuum_vacuum_cost_delay, autovacuum_vacuum_cost_limit)`;
+          await sql`alter system reset autovacuum_naptime`;
+          await sql`select pg_reload_conf()`;
+        }
+      });
+    },
+  );
+
+  e2eTest(
     "migrations: pings keep landing while supabase db push and the upgrade run on a 1 M-row legacy table",
     async () => {
       await withLegacyDatabase(1_000_000, async (url, sql) => {

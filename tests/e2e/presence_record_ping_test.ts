@@ -354,9 +354,10 @@ e2eTest(
       /^presence\.live_session is not callable: apply the migrations up to 20261124235000_/,
     );
 
-    // Pushed again from the repair on, as `supabase db push` would.
+    // The database as it was then, pushed again: the repair and what
+    // follows it are applied.
     await sql`delete from supabase_migrations.schema_migrations
-              where version = '20261124235000'`;
+              where version >= '20261124235000'`;
     await pushMigrations(stack.dbUrl, { includeSeed: false });
     const repaired = await call(stack.apiUrl, "presence-ping", {
       headers: { Authorization: `Bearer ${u.token}` },
@@ -368,15 +369,21 @@ e2eTest(
       from pg_proc p where p.oid = 'presence.live_session(uuid,uuid)'::regprocedure`;
     assert.deepEqual(fn.proconfig, ['search_path=""']);
     assert.equal(fn.open, false);
-    const [trigger] = await sql`
-      select proconfig from pg_proc
-      where oid = 'presence.log_usuarios_changes()'::regprocedure`;
-    assert.ok(
-      !(trigger.proconfig ?? []).some((c: string) =>
-        c.startsWith("lock_timeout")
-      ),
-      String(trigger.proconfig),
-    );
+    const timeouts = await sql`
+      select p.proname::text as name,
+             (select c from unnest(p.proconfig) c
+              where c like 'lock_timeout=%') as lock_timeout
+      from pg_proc p where p.pronamespace = 'presence'::regnamespace
+      order by 1`;
+    assert.deepEqual(timeouts.map((r) => [r.name, r.lock_timeout]), [
+      ["live_session", null],
+      ["log_usuarios_changes", null],
+      ["match_usuario", null],
+      ["reader", "lock_timeout=1s"],
+      ["record_ping", "lock_timeout=1s"],
+      ["run_ddl", "lock_timeout=500ms"],
+      ["settle_index", null],
+    ]);
   },
 );
 
