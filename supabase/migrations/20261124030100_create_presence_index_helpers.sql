@@ -49,7 +49,12 @@ comment on function presence.run_ddl(text) is
 -- was cancelled), keeps one valid index (a unique one first, then p_name,
 -- then the owner's own), drops this project's other valid ones as
 -- redundant, and names the kept one p_name if it is this project's. The
--- owner's own indexes are never dropped.
+-- owner's own indexes are never dropped. An index counts as on p_key only
+-- in the key column's collation, the one the functions' lookups use: an
+-- owner's index COLLATE "C" (for prefix searches) cannot serve them, and
+-- this project's copy is then kept beside it. (Changed after this file was
+-- first applied: settle_index runs only while the index migrations apply,
+-- so a database that applied them never calls it again.)
 create or replace function presence.settle_index(
   p_table regclass,
   p_key text,
@@ -64,6 +69,7 @@ set search_path = ''
 as $$
 declare
   _schema text;
+  _collation oid;
   _keep oid;
   _ours boolean;
   _r record;
@@ -71,6 +77,11 @@ begin
   select n.nspname into _schema
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
   where c.oid = p_table;
+  -- The column p_key reads (`lower(correo)`: correo), and its collation.
+  select a.attcollation into _collation
+  from pg_attribute a
+  where a.attrelid = p_table
+    and a.attname = substring(p_key from '([a-z_][a-z0-9_]*)\)*$');
   for _r in
     select i.indexrelid, c.relname::text as name, i.indisvalid as valid,
            c.relname = p_name or c.relname ~ ('^' || p_auto || '[0-9]*$')
@@ -84,6 +95,7 @@ begin
       -- parentheses and casts.
       and regexp_replace(pg_get_indexdef(i.indexrelid, 1, true), '[()]|::text', '', 'g')
         = regexp_replace(p_key, '[()]|::text', '', 'g')
+      and i.indcollation[0] = coalesce(_collation, 0)
     order by i.indisvalid desc, i.indisunique desc, c.relname = p_name desc,
              (c.relname = p_name or c.relname ~ ('^' || p_auto || '[0-9]*$')),
              c.relname

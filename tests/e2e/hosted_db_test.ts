@@ -103,6 +103,33 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "migrations: an owner's index on lower(correo) in another collation (COLLATE \"C\", for prefix searches) is kept, and the migrations' own beside it serves the lookups",
+  async () => {
+    await withLegacyDatabase(1000, async (url, sql) => {
+      await sql`create index usuarios_correo_c_idx
+                on public.usuarios (lower(correo) collate "C")`;
+      await pushMigrations(url, { includeSeed: false });
+      const names = (await lookupIndexes(sql)).filter((i) =>
+        i.key.startsWith("lower(correo")
+      ).map((i) => [i.name, i.valid]);
+      assert.deepEqual(names, [
+        ["usuarios_correo_c_idx", true],
+        ["usuarios_correo_lower_idx", true],
+      ]);
+      const plan = await sql.begin(async (tx) => {
+        await tx`set local enable_seqscan = off`;
+        return await tx`explain select id from public.usuarios
+                        where lower(correo) = 'user7@legacy.test'`;
+      });
+      assert.match(
+        plan.map((r) => r["QUERY PLAN"]).join("\n"),
+        /usuarios_correo_lower_idx/,
+      );
+    });
+  },
+);
+
 if (Deno.env.get("TEST_DATABASE_URL")) {
   e2eTest(
     "presence-ping: a row locked elsewhere fails that user's pings with 503 db_timeout and Retry-After, while other users' pings are served",
