@@ -27,7 +27,11 @@
 -- An adopted table is checked first, before anything here exists: the
 -- triggers below log every written id as a bigint, so on a table whose id
 -- is not an integer (a uuid profile table) they would fail every write the
--- app makes, sign-ups through a handle_new_user trigger included. Columns
+-- app makes, sign-ups through a handle_new_user trigger included; on one
+-- whose id is not the key (nullable, or repeated: no primary key), writes
+-- of a null id fail and writes of rows sharing an id wait on each other
+-- (this check added after the file was first applied: a database that
+-- passed it has its tables as they were). Columns
 -- the functions read or write in a type they cannot use (an enum state, a
 -- text auth_user_id or ultimo_acceso) would fail every ping instead. Either
 -- way the push stops here, naming each column and how to retype it; the
@@ -44,7 +48,14 @@ begin
   for _c in
     select a.attname::text as name,
            pg_catalog.format_type(a.atttypid, a.atttypmod) as shown,
-           b.oid as base, b.typcategory as category
+           b.oid as base, b.typcategory as category,
+           -- The row's key: not null, and unique by a whole, valid index.
+           a.attnotnull and exists (
+             select 1 from pg_catalog.pg_index i
+             where i.indrelid = a.attrelid and i.indisunique and i.indisvalid
+               and i.indpred is null and i.indnatts = 1
+               and i.indkey[0] = a.attnum
+           ) as is_key
     from pg_catalog.pg_attribute a
     join pg_catalog.pg_type t on t.oid = a.atttypid
     -- A domain counts as the type it is over.
@@ -59,6 +70,9 @@ begin
         'int4'::pg_catalog.regtype, 'int8'::pg_catalog.regtype) then
       _problems := pg_catalog.array_append(_problems, pg_catalog.format('id is %s, not an integer', _c.shown));
       _hints := pg_catalog.array_append(_hints, 'the functions need an integer id (smallint, integer or bigint): they log ids and answer them as numbers');
+    elsif _c.name = 'id' and not _c.is_key then
+      _problems := pg_catalog.array_append(_problems, 'id is not the rows'' key (it may be null, or repeat: no primary key or unique index on it)');
+      _hints := pg_catalog.array_append(_hints, 'the change log keeps one entry per id, so a null id would refuse the app''s writes and a repeated one make them wait on each other: give each row an id of its own, then alter table public.usuarios add primary key (id)');
     elsif _c.name = 'auth_user_id' and _c.base <> 'uuid'::pg_catalog.regtype then
       _problems := pg_catalog.array_append(_problems, pg_catalog.format('auth_user_id is %s, not uuid', _c.shown));
       _hints := pg_catalog.array_append(_hints, 'alter table public.usuarios alter column auth_user_id type uuid using auth_user_id::uuid');

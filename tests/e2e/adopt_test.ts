@@ -410,7 +410,33 @@ e2eTest(
 );
 
 e2eTest(
-  "adopt: a table whose columns the functions cannot use (a uuid id; a varchar auth_user_id, text ultimo_acceso, enum presence_state) stops the push before the triggers, naming each column, and the app's writes keep working",
+  "adopt: on a table adopted before the key check, a row without an id is not logged and the app's writes of it pass (an insert without an id, a bulk update, a delete)",
+  async () => {
+    await onFreshDatabase(async (db, sql) => {
+      await bootstrapDatabase(db.url);
+      await sql.unsafe(`
+        create table public.usuarios (
+          id integer primary key, correo text, nombre_usuario text, rol text,
+          ultimo_acceso timestamptz, presence_state text
+        );
+        insert into public.usuarios (id, correo) values (1, 'a@x.test');`);
+      await pushMigrations(db.url, { includeSeed: false });
+      // What such a table was like: its key gone, rows without an id.
+      await sql.unsafe(`
+        alter table public.usuarios drop constraint usuarios_pkey;
+        alter table public.usuarios alter column id drop not null;
+        insert into public.usuarios (correo) values ('c@x.test');
+        update public.usuarios set presence_state = 'offline';
+        delete from public.usuarios where correo = 'c@x.test';`);
+      const logged = await sql`select user_id::int as id from presence.changes
+                               order by 1`;
+      assert.deepEqual(logged.map((r) => r.id), [1]);
+    });
+  },
+);
+
+e2eTest(
+  "adopt: a table whose columns the functions cannot use (a uuid id, an id that is not the key; a varchar auth_user_id, text ultimo_acceso, enum presence_state) stops the push before the triggers, naming each column, and the app's writes keep working",
   async () => {
     const cases = [{
       setup: `
@@ -436,6 +462,16 @@ e2eTest(
         "ultimo_acceso is iso_time, not a timestamp",
         "presence_state is estado, not text",
       ],
+    }, {
+      // A table grown by hand: ids typed in, some missing, one twice.
+      setup: `
+        create table public.usuarios (
+          id integer, correo text, nombre_usuario text, rol text,
+          ultimo_acceso timestamptz, presence_state text
+        );
+        insert into public.usuarios (id, correo) values
+          (1, 'a@x.test'), (2, 'b@x.test'), (2, 'b2@x.test'), (null, 'c@x.test');`,
+      named: ["id is not the rows' key"],
     }];
     for (const { setup, named } of cases) {
       await onFreshDatabase(async (db, sql) => {
