@@ -38,6 +38,17 @@ begin
     -- migration creates: on an existing table, RLS without a policy would
     -- silently cut off every Data API reader the app already has.
     alter table public.usuarios enable row level security;
+  elsif not pg_has_role(current_user,
+      (select relowner from pg_class where oid = 'public.usuarios'::regclass),
+      'USAGE') then
+    -- Only the owner may comment, index or add triggers: say whose it is
+    -- and what to do, before anything is applied (a check added after this
+    -- file was first applied; a database that passed it is as it was).
+    raise exception 'public.usuarios belongs to %, and % may not comment, index or add triggers to it',
+      (select pg_get_userbyid(relowner) from pg_class
+       where oid = 'public.usuarios'::regclass), current_user
+      using errcode = '42501',
+            hint = 'As the owner: alter table public.usuarios owner to ' || quote_ident(current_user) || ' (or grant the owner role to ' || quote_ident(current_user) || '). A table owned by supabase_admin (made in the dashboard of an older project) can only be handed over by Supabase: ask support to run that statement. Nothing was changed (docs/adoption.md, "Ownership").';
   else
     raise notice 'public.usuarios already exists: adopted as it is (no column, row, constraint, unique index or row level security setting changed; its lookup indexes are plain ones, built concurrently by the next migrations). To add auth_user_id and last_manual_logout_at, or make auth_user_id unique, run supabase/upgrades/add_optional_columns.sql.';
   end if;

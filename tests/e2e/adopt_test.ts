@@ -332,6 +332,46 @@ e2eTest(
 );
 
 e2eTest(
+  "adopt: a table another role owns stops the first migration with whose it is and how to hand it over (supabase_admin's: through Supabase), changing nothing",
+  async () => {
+    await onFreshDatabase(async (_db, sql) => {
+      const tag = crypto.randomUUID().slice(0, 8);
+      const owner = `legacy_owner_${tag}`;
+      const pusher = `pusher_${tag}`;
+      await sql.unsafe(`
+        create role ${owner} nologin nosuperuser;
+        create role ${pusher} nologin nosuperuser;
+        ${SHAPES[0].setup}
+        alter table public.usuarios owner to ${owner};`);
+      const before = await snapshot(sql);
+      try {
+        const refused = await sql.begin(async (tx) => {
+          await tx.unsafe(`set local role ${pusher}`);
+          await tx.unsafe(FIRST_MIGRATION);
+        }).then(() => null, (e: unknown) => e as postgres.PostgresError);
+        assert.equal(refused?.code, "42501");
+        assert.equal(
+          refused?.message,
+          `public.usuarios belongs to ${owner}, and ${pusher} may not comment, index or add triggers to it`,
+        );
+        assert.match(
+          String(refused?.hint),
+          new RegExp(
+            `alter table public.usuarios owner to ${pusher}.*supabase_admin.*support`,
+          ),
+        );
+        assert.equal(await snapshot(sql), before);
+      } finally {
+        await sql.unsafe(`
+          drop table public.usuarios;
+          drop role ${owner};
+          drop role ${pusher};`);
+      }
+    });
+  },
+);
+
+e2eTest(
   "adopt: on an empty database the first migration creates the table as before, and running it again changes nothing",
   async () => {
     await onFreshDatabase(async (_db, sql) => {
