@@ -31,7 +31,28 @@ interface Worker {
   readonly ready: Promise<number>;
   inFlight: number;
   stale: boolean;
+  /** Stopped for burning {@linkcode CPU_LIMIT_MS} without answering. */
+  limited: boolean;
+  /** Its CPU time when it last answered (or got busy), in ms. */
+  cpuMark: number | null;
+  watch?: ReturnType<typeof setInterval>;
 }
+
+/**
+ * The Edge Runtime's CPU time hard limit, as `supabase functions serve`
+ * sets it (2 s): a worker that burns that much CPU while serving, without
+ * answering anything, is stopped and its requests answered 546
+ * `WORKER_LIMIT`. So a function stuck in a busy loop cannot hang every
+ * later call to it (its client gave up, the worker spins on). Counted from
+ * the worker's last answer: under load it answers all along.
+ */
+export const CPU_LIMIT_MS = 2000;
+
+const _WORKER_LIMIT = {
+  code: "WORKER_LIMIT",
+  message:
+    "Worker failed to respond due to a resource limit (please check logs)",
+};
 
 // What the Edge Runtime answers when a function cannot start (a syntax
 // error, a missing import, an entry that serves nothing).
@@ -143,6 +164,7 @@ export class FunctionHost {
       this.#workers.set(name, worker);
     }
     worker.inFlight++;
+    if (worker.inFlight === 1) this.#watchCpu(name, worker);
     try {
       let port: number;
       try {
@@ -168,7 +190,11 @@ export class FunctionHost {
           signal: req.signal,
         });
       } catch (error) {
-        // The client went away: the worker is fine and answers on.
+        if (worker.limited) {
+          return Response.json(_WORKER_LIMIT, { status: 546 });
+        }
+        // The client went away: the worker is fine and answers on (or is
+        // stopped by the CPU limit if it is not).
         if (req.signal.aborted) return new Response(null, { status: 499 });
         // Not used again, and stopped once its other requests are answered:
         // a worker that failed one may still be running.
@@ -185,8 +211,31 @@ export class FunctionHost {
       }
     } finally {
       worker.inFlight--;
+      worker.cpuMark = _cpuMs(worker.process.pid);
+      if (worker.inFlight === 0) clearInterval(worker.watch);
       if (worker.stale && worker.inFlight === 0) void this.#kill(worker);
     }
+  }
+
+  // Stops the worker once it has burned CPU_LIMIT_MS since its last answer
+  // while busy (Linux: /proc; elsewhere nothing is watched).
+  #watchCpu(name: string, worker: Worker): void {
+    worker.cpuMark = _cpuMs(worker.process.pid);
+    if (worker.cpuMark === null) return;
+    clearInterval(worker.watch);
+    worker.watch = setInterval(() => {
+      const now = _cpuMs(worker.process.pid);
+      if (now === null || worker.cpuMark === null) return;
+      if (now - worker.cpuMark <= CPU_LIMIT_MS) return;
+      clearInterval(worker.watch);
+      worker.limited = true;
+      this.#options.log(
+        `[${name}] CPU time limit reached (${CPU_LIMIT_MS} ms without an answer): worker stopped`,
+      );
+      if (this.#workers.get(name) === worker) this.#workers.delete(name);
+      worker.stale = true;
+      void this.#kill(worker);
+    }, 100);
   }
 
   #spawn(
@@ -258,7 +307,15 @@ export class FunctionHost {
       });
     });
     ready.catch(() => {});
-    return { process, files, ready, inFlight: 0, stale: false };
+    return {
+      process,
+      files,
+      ready,
+      inFlight: 0,
+      stale: false,
+      limited: false,
+      cpuMark: null,
+    };
   }
 
   // As the CLI chooses a function's imports: `import_map` in config.toml,
@@ -300,6 +357,7 @@ export class FunctionHost {
   }
 
   async #kill(worker: Worker): Promise<void> {
+    clearInterval(worker.watch);
     try {
       worker.process.kill("SIGKILL");
     } catch {
@@ -419,4 +477,16 @@ async function _lines(
     }
   }
   if (buffer) onLine(buffer);
+}
+
+// A process's CPU time (user and system) in ms, from /proc (Linux, where
+// USER_HZ is 100); null elsewhere or once it is gone.
+function _cpuMs(pid: number): number | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return null;
+  }
 }

@@ -247,6 +247,51 @@ Deno.test({
 
 Deno.test({
   name:
+    "FunctionHost: a worker stuck in a busy loop (its client gone) is stopped by the CPU limit, the call waiting on it answered 546 WORKER_LIMIT, and the next call served by a new worker",
+  ignore: Deno.build.os !== "linux",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const { p, gw, lines, close } = await hosted();
+    try {
+      await p.write(
+        "spin/index.ts",
+        `Deno.serve((req) => {
+  if (new URL(req.url).searchParams.has("spin")) for (;;) { /* busy */ }
+  return new Response(String(Deno.pid));
+});
+`,
+      );
+      const first = await (await gw.call("/api/spin")).text();
+      await assert.rejects(
+        gw.call("/api/spin?spin", {}, AbortSignal.timeout(300)),
+      );
+      const stuck = await gw.call(
+        "/api/spin",
+        undefined,
+        AbortSignal.timeout(20_000),
+      );
+      assert.equal(stuck.status, 546);
+      assert.deepEqual(await stuck.json(), {
+        code: "WORKER_LIMIT",
+        message:
+          "Worker failed to respond due to a resource limit (please check logs)",
+      });
+      assert.ok(
+        lines.some((l) => l.startsWith("[spin] CPU time limit reached")),
+        lines.join("\n"),
+      );
+      const next = await gw.call("/api/spin");
+      assert.equal(next.status, 200);
+      assert.notEqual(await next.text(), first);
+    } finally {
+      await close();
+    }
+  },
+});
+
+Deno.test({
+  name:
     "FunctionHost: a function that cannot start answers 503 BOOT_ERROR and logs why; fixed, it is served",
   sanitizeResources: false,
   sanitizeOps: false,
