@@ -164,7 +164,6 @@ export class FunctionHost {
       this.#workers.set(name, worker);
     }
     worker.inFlight++;
-    if (worker.inFlight === 1) this.#watchCpu(name, worker);
     try {
       let port: number;
       try {
@@ -173,6 +172,8 @@ export class FunctionHost {
         if (this.#workers.get(name) === worker) this.#workers.delete(name);
         return Response.json(_BOOT_ERROR, { status: 503 });
       }
+      // Watched once started: a cold start's compiling is not serving.
+      if (worker.watch === undefined) this.#watchCpu(name, worker);
       const url = new URL(req.url);
       // The function sees the path `supabase functions serve` gives it:
       // `/<name>` and whatever follows, with the query string.
@@ -212,7 +213,10 @@ export class FunctionHost {
     } finally {
       worker.inFlight--;
       worker.cpuMark = _cpuMs(worker.process.pid);
-      if (worker.inFlight === 0) clearInterval(worker.watch);
+      if (worker.inFlight === 0) {
+        clearInterval(worker.watch);
+        worker.watch = undefined;
+      }
       if (worker.stale && worker.inFlight === 0) void this.#kill(worker);
     }
   }
