@@ -7,8 +7,8 @@
 -- transaction.
 --
 -- Each attempt still waits 500 ms, so that a statement queued behind a long
--- transaction does not hold the table's writes behind it for long; while an
--- autovacuum runs in this database, the next attempt waits deadlock_timeout
+-- transaction does not hold the table's writes behind it for long; while a
+-- VACUUM or ANALYZE runs in this database, the next attempt waits deadlock_timeout
 -- and 500 ms more, which is what makes Postgres cancel an autovacuum that
 -- blocks it (one run to prevent wraparound is never cancelled: the hint
 -- says to wait for it).
@@ -36,10 +36,15 @@ begin
       return;
     exception when lock_not_available then
       _attempt := _attempt + 1;
+      -- The progress views show any role a VACUUM's or ANALYZE's database;
+      -- pg_stat_activity hides other roles' backend_type from a role
+      -- without pg_read_all_stats, as a project's postgres may be.
       select exists (
-        select 1 from pg_catalog.pg_stat_activity a
-        where a.backend_type = 'autovacuum worker'
-          and a.datname = pg_catalog.current_database()
+        select 1 from pg_catalog.pg_stat_progress_vacuum v
+        where v.datname = pg_catalog.current_database()
+        union all
+        select 1 from pg_catalog.pg_stat_progress_analyze v
+        where v.datname = pg_catalog.current_database()
       ) into _vacuum;
       if _attempt >= 20 then
         raise exception 'gave up after % attempts waiting for a lock: %',

@@ -191,6 +191,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   e2eTest(
     "migrations: while an autovacuum of usuarios runs, supabase db push and presence.run_ddl outwait it (Postgres cancels it for them) instead of failing",
     async () => {
+      const OWNER = `table_owner_${crypto.randomUUID().slice(0, 8)}`;
       await withLegacyDatabase(50_000, async (url, sql) => {
         // An autovacuum that would run for minutes: every page costs its
         // limit, then a 100 ms sleep; started within a second of dead rows.
@@ -211,14 +212,24 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
           }
           assert.fail("no autovacuum of usuarios started in 60 s");
         };
+        await sql.unsafe(`create role ${OWNER} nologin nosuperuser`);
         try {
           await sql`update public.usuarios set nombre_usuario = nombre_usuario
                     where id % 2 = 0`;
           await vacuuming();
           await pushMigrations(url, { includeSeed: false });
+          // As the table's owner without pg_read_all_stats, as a project's
+          // postgres may be: other roles' backends are hidden from it.
+          await sql.unsafe(`
+            alter table public.usuarios owner to ${OWNER};
+            grant usage on schema presence to ${OWNER};
+            grant execute on function presence.run_ddl(text) to ${OWNER}`);
           await vacuuming(); // started again: its dead rows are still there
-          await sql`select presence.run_ddl(
-            'alter table public.usuarios add column av_probe integer')`;
+          await sql.begin(async (tx) => {
+            await tx.unsafe(`set local role ${OWNER}`);
+            await tx`select presence.run_ddl(
+              'alter table public.usuarios add column av_probe integer')`;
+          });
           const [probe] = await sql`
             select count(*)::int as n from pg_attribute
             where attrelid = 'public.usuarios'::regclass
@@ -228,6 +239,10 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
           await sql`alter table public.usuarios reset (
             autovacuum_vacuum_threshold, autovacuum_vacuum_scale_factor,
             autovacuum_vacuum_cost_delay, autovacuum_vacuum_cost_limit)`;
+          await sql.unsafe(`
+            alter table public.usuarios owner to current_user;
+            drop owned by ${OWNER};
+            drop role ${OWNER}`);
           await sql`alter system reset autovacuum_naptime`;
           await sql`select pg_reload_conf()`;
         }
