@@ -124,17 +124,24 @@ e2eTest(
 );
 
 e2eTest(
-  "npm start: a database URL that does not parse (a raw # in its password) is not echoed, password included",
+  "npm start: a database URL whose password has a raw # or @ (a pasted pooler URL) is never echoed, password or pieces of it",
   async () => {
-    const { line, output } = await startFails([
-      "--port",
-      "0",
-      "--database-url",
-      "postgresql://postgres.abcdefghij:my#Secret!Pass@127.0.0.1:6543/postgres",
-    ]);
-    assert.match(line, /Cannot use the database at <unparsable database URL>/);
-    assert.match(line, /percent-encode/);
-    assert.doesNotMatch(output, /Secret|abcdefghij:my/);
+    for (
+      const password of ["my#Secret!Pass", "my@Secret#Pass", "my/Secret@Pass"]
+    ) {
+      const { line, output } = await startFails([
+        "--port",
+        "0",
+        "--database-url",
+        `postgresql://postgres.abcdefghij:${password}@127.0.0.1:6543/postgres`,
+      ]);
+      assert.match(
+        line,
+        /Cannot use the database at postgresql:\/\/postgres\.abcdefghij@127\.0\.0\.1:6543\/postgres: /,
+      );
+      assert.match(line, /percent-encode/);
+      assert.doesNotMatch(output, /Secret|Pass/, password);
+    }
   },
 );
 
