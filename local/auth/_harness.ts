@@ -160,3 +160,15 @@ export function jwtPart(token: string, i: 0 | 1): Record<string, unknown> {
   const b64 = token.split(".")[i].replaceAll("-", "+").replaceAll("_", "/");
   return JSON.parse(atob(b64 + "=".repeat((4 - b64.length % 4) % 4)));
 }
+
+/** A confirmed account made through the admin API, with its password. */
+export async function confirmedUser(h: Harness, password = "secret123") {
+  const email = freshEmail();
+  const { data, error } = await h.admin().auth.admin.createUser({
+    email,
+    password,
+    email_confirm: true,
+  });
+  if (error) throw error;
+  return { email, password, user: data.user! };
+}

@@ -4,7 +4,13 @@ import {
   isAuthError,
   type SupabaseClient,
 } from "@supabase/supabase-js";
-import { freshEmail, type Harness, json, withHarness } from "./_harness.ts";
+import {
+  confirmedUser,
+  freshEmail,
+  type Harness,
+  json,
+  withHarness,
+} from "./_harness.ts";
 import { LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY } from "./keys.ts";
 
 /** Follows a link as a browser would: 303, the session in the fragment. */
@@ -14,17 +20,6 @@ async function follow(link: string): Promise<URLSearchParams> {
   await res.body?.cancel();
   const location = new URL(res.headers.get("location")!);
   return new URLSearchParams(location.hash.slice(1));
-}
-
-async function confirmedUser(h: Harness, password = "secret123") {
-  const email = freshEmail();
-  const { data, error } = await h.admin().auth.admin.createUser({
-    email,
-    password,
-    email_confirm: true,
-  });
-  assert.equal(error, null);
-  return { email, password, user: data.user! };
 }
 
 /** Who an access token belongs to, asked of the stand-in. */

@@ -1,20 +1,9 @@
 import assert from "node:assert/strict";
 import { isAuthApiError } from "@supabase/supabase-js";
-import { freshEmail, type Harness, json, withHarness } from "./_harness.ts";
+import { confirmedUser, freshEmail, json, withHarness } from "./_harness.ts";
 import { LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY } from "./keys.ts";
 
 const ADMIN = { Authorization: `Bearer ${LOCAL_SERVICE_ROLE_KEY}` };
-
-async function confirmedUser(h: Harness, password = "secret123") {
-  const email = freshEmail();
-  const { data, error } = await h.admin().auth.admin.createUser({
-    email,
-    password,
-    email_confirm: true,
-  });
-  assert.equal(error, null);
-  return { email, password, user: data.user! };
-}
 
 Deno.test("auth admin: requests without an admin role are refused with 403 not_admin 'User not allowed'", async () => {
   await withHarness(async (h) => {
