@@ -40,6 +40,11 @@ export function supabaseCli(): string {
 export interface PushOptions {
   /** Also apply `supabase/seed.sql` (default true). */
   includeSeed?: boolean;
+  /**
+   * Also apply migrations dated before the newest one the database has
+   * applied (`--include-all`; default false).
+   */
+  includeAll?: boolean;
 }
 
 /**
@@ -63,6 +68,7 @@ export async function pushMigrations(
       "push",
       `--remote=${url}`,
       ...(options.includeSeed ?? true ? ["--include-seed"] : []),
+      ...(options.includeAll ? ["--include-all"] : []),
       "--yes",
       "--workdir",
       PROJECT_DIR,

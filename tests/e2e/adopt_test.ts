@@ -33,6 +33,10 @@ const UPGRADE_PATH = new URL(
   "supabase/upgrades/add_optional_columns.sql",
   ROOT,
 ).pathname;
+const REMOVE_PATH = new URL(
+  "supabase/upgrades/remove_presence.sql",
+  ROOT,
+).pathname;
 const FIRST_MIGRATION = await Deno.readTextFile(
   new URL("supabase/migrations/20261122080000_create_usuarios.sql", ROOT),
 );
@@ -293,9 +297,12 @@ class UpgradeError extends Error {}
  * Runs the upgrade script as its owner would (`psql -v ON_ERROR_STOP=1 -f`);
  * resolves to its NOTICEs, rejects with an {@linkcode UpgradeError}.
  */
-async function applyUpgrade(url: string): Promise<string[]> {
+async function applyUpgrade(
+  url: string,
+  script = UPGRADE_PATH,
+): Promise<string[]> {
   const { code, stderr } = await new Deno.Command("psql", {
-    args: [url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", UPGRADE_PATH],
+    args: [url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", script],
     env: { PGSSLMODE: "disable", PGTZ: "UTC" },
     stdout: "null",
     stderr: "piped",
@@ -309,6 +316,71 @@ async function applyUpgrade(url: string): Promise<string[]> {
     l.replace(/^.*NOTICE:\s*/, "")
   );
 }
+
+e2eTest(
+  "remove_presence.sql: takes out the triggers, the presence schema and their history, keeps usuarios and the audit trail, the app writes on, a second run changes nothing, and db push --include-all puts it back",
+  async () => {
+    await onFreshDatabase(async (db, sql) => {
+      await bootstrapDatabase(db.url);
+      await sql.unsafe(SHAPES[0].setup);
+      await pushMigrations(db.url, { includeSeed: false });
+      await sql`insert into public.usuarios (correo) values ('kept@x.test')`;
+      await sql`insert into public.auth_sync_audit (action, outcome)
+                values ('update', 'ok')`;
+      const before = await snapshot(sql);
+
+      const notices = await applyUpgrade(db.url, REMOVE_PATH);
+      assert.deepEqual(notices.filter((n) => n.startsWith("dropped")).sort(), [
+        "dropped the presence schema (its functions and presence.changes)",
+        "dropped the trigger usuarios_log_delete on public.usuarios",
+        "dropped the trigger usuarios_log_insert on public.usuarios",
+        "dropped the trigger usuarios_log_truncate on public.usuarios",
+        "dropped the trigger usuarios_log_update on public.usuarios",
+      ]);
+      assert.ok(
+        notices.includes(
+          "kept public.auth_sync_audit (drop table public.auth_sync_audit;)",
+        ),
+        notices.join("\n"),
+      );
+      const [state] = await sql`
+        select to_regnamespace('presence') is null as schema_gone,
+               (select count(*)::int from pg_trigger
+                where tgrelid = 'public.usuarios'::regclass
+                  and not tgisinternal) as triggers,
+               (select count(*)::int from public.auth_sync_audit) as audit,
+               (select count(*)::int from supabase_migrations.schema_migrations
+                where version = '20261124020000') as history`;
+      assert.deepEqual({ ...state }, {
+        schema_gone: true,
+        triggers: 0,
+        audit: 1,
+        history: 0,
+      });
+      assert.equal(await snapshot(sql), before, "usuarios as it was");
+      await sql.unsafe(`
+        insert into public.usuarios (correo) values ('after@x.test');
+        update public.usuarios set rol = 'x';
+        delete from public.usuarios where correo = 'after@x.test';`);
+
+      assert.deepEqual(
+        (await applyUpgrade(db.url, REMOVE_PATH)).filter((n) =>
+          n.startsWith("dropped")
+        ),
+        [],
+      );
+
+      await pushMigrations(db.url, { includeSeed: false, includeAll: true });
+      const [back] = await sql`
+        select to_regprocedure('presence.record_ping(uuid,uuid,text,text,text[],integer)')
+                 is not null as functions,
+               (select count(*)::int from pg_trigger
+                where tgrelid = 'public.usuarios'::regclass
+                  and not tgisinternal) as triggers`;
+      assert.deepEqual({ ...back }, { functions: true, triggers: 4 });
+    });
+  },
+);
 
 e2eTest(
   "adopt: the first migration, run on an existing table, changes nothing, adds no index and says so in a NOTICE",
