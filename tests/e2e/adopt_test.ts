@@ -370,6 +370,23 @@ e2eTest(
         [],
       );
 
+      // Every migration that makes something of the presence schema is in
+      // the script's list, so none stays recorded once its objects are gone.
+      const script = await Deno.readTextFile(REMOVE_PATH);
+      for await (
+        const f of Deno.readDir(new URL("supabase/migrations/", ROOT))
+      ) {
+        const text = await Deno.readTextFile(
+          new URL(`supabase/migrations/${f.name}`, ROOT),
+        );
+        const makes =
+          /(create|alter)\s+(or\s+replace\s+)?(function|table|schema(\s+if\s+not\s+exists)?)\s+presence\b|create\s+trigger\s+usuarios_log_/i;
+        if (makes.test(text.replace(/--.*$/gm, ""))) {
+          const version = f.name.slice(0, 14);
+          assert.ok(script.includes(`'${version}'`), f.name);
+        }
+      }
+
       await pushMigrations(db.url, { includeSeed: false, includeAll: true });
       const [back] = await sql`
         select to_regprocedure('presence.record_ping(uuid,uuid,text,text,text[],integer)')
