@@ -4,15 +4,17 @@
  * The passes are the table {@linkcode PASSES}: what each runs, the figures
  * it adds to the results and what they are compared with. `--only=NAMES`
  * runs some of them (with the passes they need), `--list` prints the
- * table. The stack runs on a fresh database of the machine's PostgreSQL
- * (bench/stack.ts); all traffic is loopback and every pass is bounded.
- * A run prints a summary and writes bench/results/<date>.json.
+ * table. The stack runs on a fresh database (bench/stack.ts) of a
+ * throw-away cluster the run makes and removes, or of the loopback server
+ * `--database-url` names; all traffic is loopback and every pass is
+ * bounded. Ctrl-C (or SIGTERM) undoes what the run set up, as its end
+ * does. A run prints a summary and writes bench/results/<date>.json.
  *
  * Flags: `--only=NAMES`, `--list`, `--quick` (short passes),
  * `--duration=S`, `--users=N`, `--pings=N` (pings per work count),
- * `--rounds=N` (write-cost rounds), `--database-url=URL` (an admin URL on
- * which fresh databases are made; default: TEST_DATABASE_URL or the
- * machine's cluster). For a CPU profile of the stack under load:
+ * `--rounds=N` (write-cost rounds), `--database-url=URL` (a loopback admin
+ * URL on which fresh databases are made; default: TEST_DATABASE_URL, else
+ * a throw-away cluster). For a CPU profile of the stack under load:
  * `deno run -A --cpu-prof --cpu-prof-dir=DIR bench/main.ts --only=throughput`.
  *
  * @module
@@ -21,8 +23,8 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { PROJECT_DIR } from "../local/migrate.ts";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
-import { ensurePostgres } from "../tests/support/postgres.ts";
-import { runDenoClient } from "./load.ts";
+import { throwawayCluster } from "../local/testing/cluster.ts";
+import { assertLoopback, runDenoClient } from "./load.ts";
 import {
   countLoad,
   environment,
@@ -242,6 +244,20 @@ export function selectPasses(only: string | undefined): Pass[] {
   return PASSES.filter((p) => wanted.has(p.name));
 }
 
+/**
+ * The run's PostgreSQL: the server `url` names (loopback only, refused
+ * before anything is made; left running), else a throw-away cluster of
+ * the run's own, removed by `close`. Never the machine's own cluster.
+ */
+export async function benchPostgres(url: string | undefined) {
+  if (url) {
+    assertLoopback(url);
+    return { url, own: false, close: () => Promise.resolve() };
+  }
+  const cluster = await throwawayCluster();
+  return { url: cluster.url, own: true, close: () => cluster.destroy() };
+}
+
 const _ping = (ctx: BenchContext, kind: "es256" | "hs256", c: number) => {
   ctx.log(`Concurrency ${c}: presence-ping ${kind.toUpperCase()}`);
   return pingPass(ctx, ctx.variants.main, kind, c);
@@ -280,32 +296,50 @@ async function main(): Promise<void> {
   const started = performance.now();
   // Taken before setUp sends the functions' console.log to a file.
   const print = console.log.bind(console);
-  const background = await waitForIdle(quick ? 10 : 60, log);
-  if (flags["database-url"]) {
-    Deno.env.set("TEST_DATABASE_URL", flags["database-url"]);
+  // What undoes the run, last to first: at its end, on a failure, and on
+  // Ctrl-C or SIGTERM (Deno would exit without running `finally`).
+  const cleanups: (() => Promise<unknown>)[] = [];
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    closing ??= (async () => {
+      for (const c of cleanups.reverse()) await c().catch(() => {});
+    })();
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    Deno.addSignalListener(signal, () => {
+      log(`${signal}: undoing the run`);
+      close().finally(() => Deno.exit(130));
+    });
   }
-  // The one home of finding (or making) a cluster: the tests' helper.
-  const pg = await ensurePostgres();
-  if (pg.url === null) throw new Error(`No PostgreSQL: ${pg.reason}`);
-  Deno.env.set("TEST_DATABASE_URL", pg.url);
-  const ctx = passes.some((p) => p.name !== "write-cost")
-    ? await setUp({
-      users,
-      durationS,
-      warmupS: quick ? 1 : 2,
-      skipIntervalS: _SKIP_INTERVAL_S,
-      log,
-    })
-    : null;
-  const s: RunState = {
-    ctx,
-    r: {},
-    quick,
-    pings: Number(flags.pings ?? (quick ? 300 : 2000)),
-    rounds: Number(flags.rounds ?? (quick ? 1 : 2)),
-    log,
-  };
   try {
+    const pg = await benchPostgres(
+      flags["database-url"] ?? Deno.env.get("TEST_DATABASE_URL"),
+    );
+    cleanups.push(pg.close);
+    Deno.env.set("TEST_DATABASE_URL", pg.url);
+    // Every temporary file of the run (the signing key, token lists,
+    // scripts) goes in one folder, removed with the run.
+    const tmp = await Deno.makeTempDir({ prefix: "bench-run-" });
+    cleanups.push(() => Deno.remove(tmp, { recursive: true }));
+    Deno.env.set("TMPDIR", tmp);
+    const background = await waitForIdle(quick ? 10 : 60, log);
+    const ctx = passes.some((p) => p.name !== "write-cost")
+      ? await setUp({
+        users,
+        durationS,
+        warmupS: quick ? 1 : 2,
+        skipIntervalS: _SKIP_INTERVAL_S,
+        log,
+        cleanups,
+      })
+      : null;
+    const s: RunState = {
+      ctx,
+      r: {},
+      quick,
+      pings: Number(flags.pings ?? (quick ? 300 : 2000)),
+      rounds: Number(flags.rounds ?? (quick ? 1 : 2)),
+      log,
+    };
     // Only write-cost runs without the stack, and it never reads it.
     for (const pass of passes) await pass.run(s, ctx!);
     const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
@@ -321,6 +355,7 @@ async function main(): Promise<void> {
         users,
         pingsPerCount: s.pings,
         dbPoolMax: Deno.env.get("DB_POOL_MAX") ?? "2 (default)",
+        cluster: pg.own ? "throw-away, the run's own" : "given (shared)",
         functionLogLines: ctx?.functionLogLines() ?? 0,
         handlerSettings: FUNCTION_SETTINGS.filter((n) => n !== "ADMIN_EMAILS"),
         passes: passes.map((p) => p.name),
@@ -339,7 +374,7 @@ async function main(): Promise<void> {
       `Finished in ${((performance.now() - started) / 1000).toFixed(0)} s`,
     );
   } finally {
-    await ctx?.close();
+    await close();
   }
 }
 

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { PASSES, selectPasses } from "./main.ts";
+import postgres from "postgres";
+import { benchPostgres, PASSES, selectPasses } from "./main.ts";
 
 Deno.test("selectPasses: --only adds the passes a pass needs, in table order; an unknown name lists the passes", () => {
   assert.deepEqual(selectPasses(undefined), [...PASSES]);
@@ -17,3 +18,80 @@ Deno.test("selectPasses: --only adds the passes a pass needs, in table order; an
     }
   }
 });
+
+Deno.test("benchPostgres: a non-loopback URL is refused before anything is made; without one, a throw-away cluster of the run's own, which close removes", async () => {
+  await assert.rejects(
+    benchPostgres("postgresql://u:p@192.0.2.2:5432/postgres"),
+    /Refusing to load "192\.0\.2\.2": loopback only/,
+  );
+  const pg = await benchPostgres(undefined);
+  let dir = "";
+  try {
+    assert.equal(pg.own, true);
+    const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+    const [{ data_directory }] = await sql`show data_directory`;
+    await sql.end();
+    // Made by the run in a temporary folder: not the machine's cluster.
+    assert.match(data_directory, /\/test-pg-[^/]+\/data$/);
+    dir = data_directory.replace(/\/data$/, "");
+  } finally {
+    await pg.close();
+  }
+  await assert.rejects(Deno.stat(dir), Deno.errors.NotFound);
+});
+
+// Ctrl-C in the middle of a pass: the run's cluster and every temporary
+// file of the run (the signing key among them) are gone when it exits.
+Deno.test("bench: Ctrl-C undoes the run: no cluster, database or temporary file left", async () => {
+  const tmp = await Deno.makeTempDir({ prefix: "bench-sigint-" });
+  await Deno.chmod(tmp, 0o755); // as root, the cluster runs as postgres
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--no-check",
+      new URL("./main.ts", import.meta.url)
+        .pathname,
+      "--quick",
+      "--only=write-cost",
+      "--rounds=1",
+    ],
+    env: { TMPDIR: tmp, TEST_DATABASE_URL: "" },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  try {
+    let seen = "";
+    const lines = child.stderr.pipeThrough(new TextDecoderStream());
+    for await (const chunk of lines) {
+      seen += chunk;
+      if (seen.includes("Write cost: index")) break;
+    }
+    assert.match(seen, /Write cost: index/);
+    const during = [...Deno.readDirSync(tmp)].map((e) => e.name);
+    assert.ok(during.some((n) => n.startsWith("test-pg-")), `${during}`);
+    await new Promise((r) => setTimeout(r, 1_000)); // inside the pass
+    child.kill("SIGINT");
+    assert.equal((await child.status).code, 130);
+    assert.deepEqual([...Deno.readDirSync(tmp)], []);
+    assert.deepEqual(await _running(tmp), []);
+  } finally {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // it ended
+    }
+    await child.status;
+    // A postmaster a failed run left behind: stopped by its pid.
+    for (const pid of await _running(tmp)) Deno.kill(pid, "SIGQUIT");
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+/** Processes whose command line names `dir` (the run's cluster). */
+async function _running(dir: string): Promise<number[]> {
+  const ps = await new Deno.Command("ps", { args: ["-eo", "pid=,args="] })
+    .output();
+  return new TextDecoder().decode(ps.stdout).split("\n")
+    .filter((l) => l.includes(dir)).map((l) => Number(l.trim().split(" ")[0]));
+}
