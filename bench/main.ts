@@ -390,7 +390,9 @@ const _DEFINITIONS: Record<string, string> = {
   per_ping:
     "counter delta over the pass divided by the 200 responses the gateway served",
   cpu_per_ping:
-    "CPU time of the bench process (Deno: gateway, functions, Auth stand-in) and of the postgres processes serving the bench database over the pass, divided by the 200 responses",
+    "CPU time of the bench process (Deno: gateway, functions, Auth stand-in) and of the bench cluster's postmaster and its children (other databases' backends excluded) over the pass, divided by the 200 responses",
+  wal_per_ping:
+    "pg_stat_wal's bytes over the pass (the cluster's): the bench's alone on its own throw-away cluster (config.cluster); on a given cluster, other databases' writes too",
   hot_percent: "n_tup_hot_upd / n_tup_upd delta on usuarios",
   fixed_rate_latency:
     "open loop: latency counted from each request's scheduled start",
