@@ -138,6 +138,27 @@ export function targets(r: BenchResults): NonNullable<BenchResults["targets"]> {
       } req/s)`,
     });
   }
+  const failed: string[] = [];
+  let runs = 0;
+  // Every load run in the results (each has `errors`), by its JSON path.
+  const walk = (v: unknown, path: string) => {
+    if (!v || typeof v !== "object") return;
+    const { errors, errorKinds } = v as Partial<LoadResult>;
+    if (typeof errors !== "number") {
+      for (const [k, c] of Object.entries(v)) walk(c, `${path}.${k}`);
+      return;
+    }
+    runs++;
+    if (errors) {
+      failed.push(`${path.slice(1)}: ${errors} ${JSON.stringify(errorKinds)}`);
+    }
+  };
+  walk(r, "");
+  out.push({
+    name: "every pass without errors (answers >= 400, socket errors)",
+    met: failed.length === 0,
+    detail: failed.length ? failed.join("; ") : `${runs} load runs, 0 errors`,
+  });
   return out;
 }
 
