@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { benchPostgres, PASSES, selectPasses } from "./main.ts";
+import { loadOrCreateSigningKey } from "../local/auth/mod.ts";
+import { TOKEN_CACHE_ENTRIES } from "../supabase/functions/_shared/jwt_local.ts";
+import { TokenCache } from "../supabase/functions/_shared/token_cache.ts";
+import { benchPostgres, freshTokens, PASSES, selectPasses } from "./main.ts";
+import { mintTokens } from "./users.ts";
 
 Deno.test("selectPasses: --only adds the passes a pass needs, in table order; an unknown name lists the passes", () => {
   assert.deepEqual(selectPasses(undefined), [...PASSES]);
@@ -95,3 +99,58 @@ async function _running(dir: string): Promise<number[]> {
   return new TextDecoder().decode(ps.stdout).split("\n")
     .filter((l) => l.includes(dir)).map((l) => Number(l.trim().split(" ")[0]));
 }
+
+// ES256 signatures are deterministic here: equal claims, equal tokens.
+// Minting rounds a second apart (a clock stepped 1 s per reading) used to
+// give every round the same iat and so the same tokens.
+Deno.test("freshTokens: distinct by construction, whatever the clock does, and no more than the verified-token cache holds", async () => {
+  const dir = await Deno.makeTempDir();
+  const realNow = Date.now;
+  try {
+    const signingKeyFile = `${dir}/signing_key.json`;
+    await loadOrCreateSigningKey(signingKeyFile);
+    const mint = (iat: number) =>
+      mintTokens({
+        users: 3,
+        signingKeyFile,
+        jwtSecret: "x".repeat(32),
+        template: { iss: "bench", iat: 0, exp: 3600 },
+        iat,
+      });
+    let now = realNow();
+    Date.now = () => now += 1000;
+    const tokens = await freshTokens(mint, 10);
+    assert.equal(new Set(tokens).size, 10);
+    Date.now = realNow;
+    await assert.rejects(
+      freshTokens(mint, TOKEN_CACHE_ENTRIES + 1),
+      /the cache holds 10000/,
+    );
+  } finally {
+    Date.now = realNow;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// Why the count stops at the cache's size: replayed in order, as the pass
+// sends them, one token more than a first-in-first-out cache holds never
+// hits (each miss evicts the next one due).
+Deno.test("verified-token cache: the first-seen tokens all miss, then all hit, at the cache's size; one more and none hits", () => {
+  const replay = (count: number) => {
+    const cache = new TokenCache<number>({
+      maxEntries: TOKEN_CACHE_ENTRIES,
+      maxAgeMs: 600_000,
+    });
+    const pass = () => {
+      let hits = 0;
+      for (let i = 0; i < count; i++) {
+        if (cache.get(`t${i}`, 0) !== undefined) hits++;
+        else cache.set(`t${i}`, 1, 3600, 0);
+      }
+      return hits;
+    };
+    return [pass(), pass()];
+  };
+  assert.deepEqual(replay(TOKEN_CACHE_ENTRIES), [0, TOKEN_CACHE_ENTRIES]);
+  assert.deepEqual(replay(TOKEN_CACHE_ENTRIES + 1), [0, 0]);
+});

@@ -68,8 +68,8 @@ export interface BenchContext {
   readonly tokens: BenchTokens;
   /** The tokens, one per line, for wrk. */
   readonly tokenFiles: Record<keyof BenchTokens, string>;
-  /** What mints more tokens like these (the token-cache pass). */
-  readonly mint: (iatOffsetS: number) => Promise<BenchTokens>;
+  /** What mints more tokens like these, issued at `iat` (the token-cache pass). */
+  readonly mint: (iat?: number) => Promise<BenchTokens>;
   readonly durationS: number;
   readonly warmupS: number;
   readonly versions: { wrk: string; pgbench: string };
@@ -240,15 +240,15 @@ export async function setUp(options: {
     LOCAL_ANON_KEY,
     1,
   );
-  const mint = (iatOffsetS: number) =>
+  const mint = (iat?: number) =>
     mintTokens({
       users,
       signingKeyFile,
       jwtSecret: LOCAL_JWT_SECRET,
       template,
-      iatOffsetS,
+      iat,
     });
-  const tokens = await mint(0);
+  const tokens = await mint();
   const tokenFiles = { es256: `${tmp}/es256.txt`, hs256: `${tmp}/hs256.txt` };
   for (const kind of ["es256", "hs256"] as const) {
     await Deno.writeTextFile(tokenFiles[kind], tokens[kind].join("\n"));
