@@ -93,7 +93,7 @@ export const PASSES: readonly Pass[] = [{
 }, {
   name: "throughput",
   runs:
-    "presence-ping (ES256, HS256) with wrk at c=1, 16, 64, beside the DB ceiling (pgbench, bench/pgbench.ts) and the HTTP ceiling (bare Deno handler)",
+    "presence-ping (ES256, HS256) with wrk at c=1, 16, 64, beside the DB ceiling (pgbench with the connections the functions' pool has, bench/pgbench.ts) and the HTTP ceiling (bare Deno handler)",
   needs: ["work"],
   figures: ["throughput"],
   comparedWith:
@@ -101,13 +101,15 @@ export const PASSES: readonly Pass[] = [{
   async run(s, ctx) {
     s.r.throughput = [];
     for (const c of [1, 16, 64]) {
+      // As many connections as the functions' pool can use at c.
+      const connections = Math.min(c, _poolMax());
       ctx.log(`Concurrency ${c}: bare HTTP handler`);
       await load(ctx, ctx.bareUrl, "es256", c, ctx.warmupS);
       const http = await withCpu(
         ctx,
         () => load(ctx, ctx.bareUrl, "es256", c, ctx.durationS),
       );
-      const dbForms = await dbCeiling(ctx, s.scripts!, c);
+      const dbForms = await dbCeiling(ctx, s.scripts!, connections);
       const ping = {
         es256: await _ping(ctx, "es256", c),
         hs256: await _ping(ctx, "hs256", c),
@@ -278,6 +280,9 @@ export async function benchPostgres(url: string | undefined) {
   return { url: cluster.url, own: true, close: () => cluster.destroy() };
 }
 
+/** The functions' pool size: DB_POOL_MAX, or its default. */
+const _poolMax = () => Number(Deno.env.get("DB_POOL_MAX")?.trim() || 2);
+
 const _ping = (ctx: BenchContext, kind: "es256" | "hs256", c: number) => {
   ctx.log(`Concurrency ${c}: presence-ping ${kind.toUpperCase()}`);
   return pingPass(ctx, ctx.variants.main, kind, c);
@@ -374,7 +379,7 @@ async function main(): Promise<void> {
         durationS,
         users,
         pingsPerCount: s.pings,
-        dbPoolMax: Deno.env.get("DB_POOL_MAX") ?? "2 (default)",
+        dbPoolMax: _poolMax(),
         cluster: pg.own ? "throw-away, the run's own" : "given (shared)",
         functionLogLines: ctx?.functionLogLines() ?? 0,
         handlerSettings: FUNCTION_SETTINGS.filter((n) => n !== "ADMIN_EMAILS"),
@@ -400,7 +405,7 @@ async function main(): Promise<void> {
 
 const _DEFINITIONS: Record<string, string> = {
   db_ceiling:
-    "the faster of two pgbench replays of the same work at the same concurrency: the handler's call of presence.record_ping as it sends it (-M extended), and the inline statement the handler sent before the function with named prepared statements (-M prepared)",
+    "the faster of two pgbench replays of the same work, each with as many connections as the functions' pool can use at the pings' concurrency c (min(c, DB_POOL_MAX): dbForms.connections; pgbench does not pipeline, the pool can): the handler's call of presence.record_ping as it sends it (-M extended), and the inline statement the handler sent before the function with named prepared statements (-M prepared)",
   combined_ceiling:
     "1 / (1/db + 1/http): the throughput if the cost of the database ceiling and of the HTTP ceiling (bare Deno handler) were simply added, at the same concurrency",
   ratio: "presence-ping req/s divided by the combined ceiling",

@@ -173,7 +173,7 @@ export function formatReport(r: BenchResults): string {
   ];
   if (r.throughput) {
     const head = [
-      "concurrency",
+      "concurrency (DB connections)",
       "ping ES256 req/s (p50 / p99 ms)",
       "ping HS256 req/s",
       "DB: function call",
@@ -187,7 +187,7 @@ export function formatReport(r: BenchResults): string {
       const form = (f: "functionCall" | "inlinePrepared") =>
         db.chosen === f ? `**${rps(db[f])}**` : rps(db[f]);
       return [
-        String(t.concurrency),
+        `${t.concurrency} (${db.connections})`,
         `${rps(ping.es256.load)} (${n(p50, 1)} / ${n(p99, 1)})`,
         rps(ping.hs256.load),
         form("functionCall"),
