@@ -78,7 +78,7 @@ interface Pass {
 export const PASSES: readonly Pass[] = [{
   name: "work",
   runs:
-    "ES256, HS256 and PRESENCE_VERIFY=auth pings through counting proxies (bench/work.ts)",
+    "ES256, HS256 and PRESENCE_VERIFY=auth pings, one in flight, through counting proxies (bench/work.ts)",
   needs: [],
   figures: ["tokenChecks", "workPerPing", "pgbenchScripts"],
   comparedWith: "1 statement and 1 round trip per ES256 ping, no Auth call",
@@ -410,7 +410,7 @@ const _DEFINITIONS: Record<string, string> = {
     "1 / (1/db + 1/http): the throughput if the cost of the database ceiling and of the HTTP ceiling (bare Deno handler) were simply added, at the same concurrency",
   ratio: "presence-ping req/s divided by the combined ceiling",
   round_trip:
-    "a client send after the server had answered, on an established connection (counting proxy); one HTTP request to Auth counts one",
+    "a client send after the server had answered, on an established connection (counting proxy), with one ping in flight (several in flight share flights); one HTTP request to Auth counts one",
   statement: "an Execute or simple Query message (counting proxy)",
   per_ping:
     "counter delta over the pass divided by the 200 responses the gateway served",
