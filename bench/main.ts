@@ -54,6 +54,8 @@ const _SKIP_INTERVAL_S = 60;
 /** What a pass gets: the stack (null for cluster-only passes) and the run so far. */
 interface RunState {
   ctx: BenchContext | null;
+  /** What undoes the run (main). */
+  cleanups: (() => Promise<unknown>)[];
   r: Partial<BenchResults>;
   scripts?: CeilingScripts;
   quick: boolean;
@@ -218,7 +220,7 @@ export const PASSES: readonly Pass[] = [{
     s.r.writeCost = [];
     for (const part of ["index", "trigger"] as const) {
       s.log(`Write cost: ${part}, ${s.rounds} round(s)`);
-      s.r.writeCost.push(...await measureWriteCost(part, s.rounds));
+      s.r.writeCost.push(...await measureWriteCost(part, s.rounds, s.cleanups));
     }
   },
 }];
@@ -359,6 +361,7 @@ async function main(): Promise<void> {
       : null;
     const s: RunState = {
       ctx,
+      cleanups,
       r: {},
       quick,
       pings: Number(flags.pings ?? (quick ? 300 : 2000)),

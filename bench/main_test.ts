@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { loadOrCreateSigningKey } from "../local/auth/mod.ts";
+import { throwawayCluster } from "../local/testing/cluster.ts";
 import { TOKEN_CACHE_ENTRIES } from "../supabase/functions/_shared/jwt_local.ts";
 import { TokenCache } from "../supabase/functions/_shared/token_cache.ts";
 import { benchPostgres, freshTokens, PASSES, selectPasses } from "./main.ts";
@@ -47,6 +48,39 @@ Deno.test("benchPostgres: a non-loopback URL is refused before anything is made;
 // Ctrl-C in the middle of a pass: the run's cluster and every temporary
 // file of the run (the signing key among them) are gone when it exits.
 Deno.test("bench: Ctrl-C undoes the run: no cluster, database or temporary file left", async () => {
+  await _interrupted("", (tmp) => {
+    const during = [...Deno.readDirSync(tmp)].map((e) => e.name);
+    assert.ok(during.some((n) => n.startsWith("test-pg-")), `${during}`);
+  });
+});
+
+// On a server it was given, the bench's database is dropped (the server
+// is left running).
+Deno.test("bench: Ctrl-C on a given server drops the bench's database", async () => {
+  const cluster = await throwawayCluster();
+  const sql = postgres(cluster.url, { max: 1, onnotice: () => {} });
+  const benchDbs = () =>
+    sql`select datname from pg_database where datname ~ '^t_[0-9a-f]{16}$'`;
+  try {
+    await _interrupted(cluster.url, async () => {
+      assert.equal((await benchDbs()).length, 1);
+    });
+    assert.deepEqual([...await benchDbs()], []);
+  } finally {
+    await sql.end();
+    await cluster.destroy();
+  }
+});
+
+/**
+ * Runs `bench/main.ts --only=write-cost` with its TMPDIR in a fresh folder,
+ * sends SIGINT a second into its pass (after `during`), and checks that
+ * it exits 130 leaving that folder empty and no process naming it.
+ */
+async function _interrupted(
+  databaseUrl: string,
+  during: (tmp: string) => unknown,
+): Promise<void> {
   const tmp = await Deno.makeTempDir({ prefix: "bench-sigint-" });
   await Deno.chmod(tmp, 0o755); // as root, the cluster runs as postgres
   const child = new Deno.Command(Deno.execPath(), {
@@ -60,7 +94,7 @@ Deno.test("bench: Ctrl-C undoes the run: no cluster, database or temporary file 
       "--only=write-cost",
       "--rounds=1",
     ],
-    env: { TMPDIR: tmp, TEST_DATABASE_URL: "" },
+    env: { TMPDIR: tmp, TEST_DATABASE_URL: databaseUrl },
     stdout: "null",
     stderr: "piped",
   }).spawn();
@@ -72,9 +106,8 @@ Deno.test("bench: Ctrl-C undoes the run: no cluster, database or temporary file 
       if (seen.includes("Write cost: index")) break;
     }
     assert.match(seen, /Write cost: index/);
-    const during = [...Deno.readDirSync(tmp)].map((e) => e.name);
-    assert.ok(during.some((n) => n.startsWith("test-pg-")), `${during}`);
     await new Promise((r) => setTimeout(r, 1_000)); // inside the pass
+    await during(tmp);
     child.kill("SIGINT");
     assert.equal((await child.status).code, 130);
     assert.deepEqual([...Deno.readDirSync(tmp)], []);
@@ -90,7 +123,7 @@ Deno.test("bench: Ctrl-C undoes the run: no cluster, database or temporary file 
     for (const pid of await _running(tmp)) Deno.kill(pid, "SIGQUIT");
     await Deno.remove(tmp, { recursive: true });
   }
-});
+}
 
 /** Processes whose command line names `dir` (the run's cluster). */
 async function _running(dir: string): Promise<number[]> {
