@@ -1,7 +1,8 @@
 /**
  * The database ceiling: a ping's database work in its cheapest forms on
  * this database, replayed by pgbench with as many connections as the
- * functions' pool has (bench/main.ts: min(c, DB_POOL_MAX)), users rotating (`\set n random(1, N)`):
+ * functions' pool can use (bench/main.ts: min(c, DB_POOL_MAX)), users
+ * rotating (`\set n random(1, N)`):
  *
  * - `functionCall`: the handler's own call of `presence.record_ping`, as the
  *   counting proxy caught it (its values are written into the text; the
@@ -112,17 +113,16 @@ export async function dbCeiling(
   scripts: CeilingScripts,
   connections: number,
 ) {
-  const c = connections;
   const run = async (script: string, protocol: "extended" | "prepared") => {
     const pass = (durationS: number) =>
-      runPgbench(ctx.dbUrl, script, { c, durationS, protocol });
+      runPgbench(ctx.dbUrl, script, { c: connections, durationS, protocol });
     await pass(ctx.warmupS);
     await ctx.quiesce();
     return await withCpu(ctx, () => pass(ctx.durationS));
   };
-  ctx.log(`${c} connections: pgbench, function call`);
+  ctx.log(`${connections} connections: pgbench, function call`);
   const functionCall = await run(scripts.functionCall, "extended");
-  ctx.log(`${c} connections: pgbench, inline statement prepared`);
+  ctx.log(`${connections} connections: pgbench, inline statement prepared`);
   const inlinePrepared = await run(scripts.inline, "prepared");
   const chosen = functionCall.rps >= inlinePrepared.rps
     ? "functionCall" as const
