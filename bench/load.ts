@@ -38,7 +38,7 @@ export interface LoadResult {
   concurrency: number;
   /** Measured duration in seconds. */
   durationS: number;
-  /** Completed requests (or transactions). */
+  /** Served requests (answered 2xx), or pgbench's transactions. */
   requests: number;
   /** Requests per second. */
   rps: number;
@@ -145,11 +145,15 @@ export async function runWrk(o: {
       throw new Error(`wrk printed no result (exit ${out.code}): ${stderr}`);
     }
     const r = JSON.parse(line.slice("WRK_JSON ".length));
+    // wrk's requests include answers >= 400 (errorKinds.status): only the
+    // rest were served, as with the Deno client.
+    const requests = r.requests - r.errorKinds.status;
     return {
       tool: "wrk",
       concurrency: o.concurrency,
       ...r,
-      rps: r.requests / r.durationS,
+      requests,
+      rps: requests / r.durationS,
       errors: Object.values<number>(r.errorKinds).reduce((a, b) => a + b, 0),
     };
   } finally {

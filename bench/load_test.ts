@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { runDenoClient } from "./load.ts";
+import { runDenoClient, runWrk } from "./load.ts";
 
 /** A loopback server that records what each request carried. */
 function recorder(answer: (token: string) => Response) {
@@ -114,5 +114,30 @@ Deno.test("Deno client, open loop: requests are due at the rate, and the client 
     assert.ok(elapsedS < 12, `the client lived ${elapsedS.toFixed(1)} s`);
   } finally {
     await s.close();
+  }
+});
+
+Deno.test("wrk: an answer >= 400 is an error, not a served request, and not in req/s", async () => {
+  const s = recorder((token) =>
+    token === "refused" ? new Response("no", { status: 503 }) : ok()
+  );
+  const tokensFile = await Deno.makeTempFile();
+  try {
+    await Deno.writeTextFile(tokensFile, "fine\nrefused\n");
+    const r = await runWrk({
+      url: s.url,
+      tokensFile,
+      concurrency: 1,
+      durationS: 1,
+    });
+    const served = s.seen.filter((x) => x.token === "fine").length;
+    // wrk counts what completed before its end; one may be in flight.
+    assert.ok(served - r.requests <= 1, `${r.requests} of ${served}`);
+    assert.ok(r.errorKinds.status > 0 && r.errors >= r.errorKinds.status);
+    assert.ok(Math.abs(r.requests - r.errorKinds.status) <= 1);
+    assert.equal(r.rps, r.requests / r.durationS);
+  } finally {
+    await s.close();
+    await Deno.remove(tokensFile);
   }
 });

@@ -4,15 +4,17 @@
  * The passes are the table {@linkcode PASSES}: what each runs, the figures
  * it adds to the results and what they are compared with. `--only=NAMES`
  * runs some of them (with the passes they need), `--list` prints the
- * table. The stack runs on a fresh database of the machine's PostgreSQL
- * (bench/stack.ts); all traffic is loopback and every pass is bounded.
- * A run prints a summary and writes bench/results/<date>.json.
+ * table. The stack runs on a fresh database (bench/stack.ts) of a
+ * throw-away cluster the run makes and removes, or of the loopback server
+ * `--database-url` names; all traffic is loopback and every pass is
+ * bounded. Ctrl-C (or SIGTERM) undoes what the run set up, as its end
+ * does. A run prints a summary and writes bench/results/<date>.json.
  *
  * Flags: `--only=NAMES`, `--list`, `--quick` (short passes),
  * `--duration=S`, `--users=N`, `--pings=N` (pings per work count),
- * `--rounds=N` (write-cost rounds), `--database-url=URL` (an admin URL on
- * which fresh databases are made; default: TEST_DATABASE_URL or the
- * machine's cluster). For a CPU profile of the stack under load:
+ * `--rounds=N` (write-cost rounds), `--database-url=URL` (a loopback admin
+ * URL on which fresh databases are made; default: TEST_DATABASE_URL, else
+ * a throw-away cluster). For a CPU profile of the stack under load:
  * `deno run -A --cpu-prof --cpu-prof-dir=DIR bench/main.ts --only=throughput`.
  *
  * @module
@@ -21,8 +23,9 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { PROJECT_DIR } from "../local/migrate.ts";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
-import { ensurePostgres } from "../tests/support/postgres.ts";
-import { runDenoClient } from "./load.ts";
+import { TOKEN_CACHE_ENTRIES } from "../supabase/functions/_shared/jwt_local.ts";
+import { throwawayCluster } from "../local/testing/cluster.ts";
+import { assertLoopback, runDenoClient } from "./load.ts";
 import {
   countLoad,
   environment,
@@ -42,6 +45,7 @@ import {
 } from "./report.ts";
 import { measureScale } from "./scale.ts";
 import { type BenchContext, setUp } from "./stack.ts";
+import type { BenchTokens } from "./users.ts";
 import { measureWork } from "./work.ts";
 import { measureWriteCost } from "./write_cost.ts";
 
@@ -50,6 +54,8 @@ const _SKIP_INTERVAL_S = 60;
 /** What a pass gets: the stack (null for cluster-only passes) and the run so far. */
 interface RunState {
   ctx: BenchContext | null;
+  /** What undoes the run (main). */
+  cleanups: (() => Promise<unknown>)[];
   r: Partial<BenchResults>;
   scripts?: CeilingScripts;
   quick: boolean;
@@ -74,7 +80,7 @@ interface Pass {
 export const PASSES: readonly Pass[] = [{
   name: "work",
   runs:
-    "ES256, HS256 and PRESENCE_VERIFY=auth pings through counting proxies (bench/work.ts)",
+    "ES256, HS256 and PRESENCE_VERIFY=auth pings, one in flight, through counting proxies (bench/work.ts)",
   needs: [],
   figures: ["tokenChecks", "workPerPing", "pgbenchScripts"],
   comparedWith: "1 statement and 1 round trip per ES256 ping, no Auth call",
@@ -89,7 +95,7 @@ export const PASSES: readonly Pass[] = [{
 }, {
   name: "throughput",
   runs:
-    "presence-ping (ES256, HS256) with wrk at c=1, 16, 64, beside the DB ceiling (pgbench, bench/pgbench.ts) and the HTTP ceiling (bare Deno handler)",
+    "presence-ping (ES256, HS256) with wrk at c=1, 16, 64, beside the DB ceiling (pgbench with the connections the functions' pool has, bench/pgbench.ts) and the HTTP ceiling (bare Deno handler)",
   needs: ["work"],
   figures: ["throughput"],
   comparedWith:
@@ -97,13 +103,15 @@ export const PASSES: readonly Pass[] = [{
   async run(s, ctx) {
     s.r.throughput = [];
     for (const c of [1, 16, 64]) {
+      // As many connections as the functions' pool can use at c.
+      const connections = Math.min(c, _poolMax());
       ctx.log(`Concurrency ${c}: bare HTTP handler`);
       await load(ctx, ctx.bareUrl, "es256", c, ctx.warmupS);
       const http = await withCpu(
         ctx,
         () => load(ctx, ctx.bareUrl, "es256", c, ctx.durationS),
       );
-      const dbForms = await dbCeiling(ctx, s.scripts!, c);
+      const dbForms = await dbCeiling(ctx, s.scripts!, connections);
       const ping = {
         es256: await _ping(ctx, "es256", c),
         hs256: await _ping(ctx, "hs256", c),
@@ -162,19 +170,14 @@ export const PASSES: readonly Pass[] = [{
 }, {
   name: "token-cache",
   runs:
-    "ES256 tokens the isolate never saw (each verified), then the same tokens again (from the cache), Deno client at c=16",
+    `${TOKEN_CACHE_ENTRIES} distinct ES256 tokens the isolate never saw (each verified), then the same tokens again (each from the cache, which holds ${TOKEN_CACHE_ENTRIES}), Deno client at c=16`,
   needs: [],
   figures: ["tokenCache"],
   comparedWith: `Deno CPU per ping < ${DENO_CPU_TARGET_MS} ms`,
   async run(s, ctx) {
-    const count = s.quick ? 3_000 : 15_000;
+    const count = s.quick ? 3_000 : TOKEN_CACHE_ENTRIES;
     ctx.log(`Minting ${count} fresh ES256 tokens`);
-    // Rounds differ in iat, so every token string is new to the isolate.
-    const tokens: string[] = [];
-    for (let round = 1; tokens.length < count; round++) {
-      tokens.push(...(await ctx.mint(-round)).es256);
-    }
-    tokens.length = count;
+    const tokens = await freshTokens(ctx.mint, count);
     const main = ctx.variants.main;
     const run = () => countLoad(main.pingUrl, tokens, count, 16);
     main.forgetVerifiedTokens();
@@ -217,10 +220,33 @@ export const PASSES: readonly Pass[] = [{
     s.r.writeCost = [];
     for (const part of ["index", "trigger"] as const) {
       s.log(`Write cost: ${part}, ${s.rounds} round(s)`);
-      s.r.writeCost.push(...await measureWriteCost(part, s.rounds));
+      s.r.writeCost.push(...await measureWriteCost(part, s.rounds, s.cleanups));
     }
   },
 }];
+
+/**
+ * `count` ES256 tokens the isolate never saw, distinct by construction:
+ * each round of minting has its own `iat`, counted down from one fixed
+ * second. No more than the verified-token cache holds, so that after the
+ * first pass (all misses) the second finds every one (all hits).
+ */
+export async function freshTokens(
+  mint: (iat: number) => Promise<BenchTokens>,
+  count: number,
+): Promise<string[]> {
+  if (count > TOKEN_CACHE_ENTRIES) {
+    throw new Error(`${count} tokens: the cache holds ${TOKEN_CACHE_ENTRIES}`);
+  }
+  const base = Math.floor(Date.now() / 1000);
+  const tokens: string[] = [];
+  for (let round = 1; tokens.length < count; round++) {
+    tokens.push(...(await mint(base - round)).es256);
+  }
+  tokens.length = count;
+  if (new Set(tokens).size !== count) throw new Error("Minted tokens repeat");
+  return tokens;
+}
 
 /** The passes to run for `--only` (with the passes they need), in table order. */
 export function selectPasses(only: string | undefined): Pass[] {
@@ -241,6 +267,23 @@ export function selectPasses(only: string | undefined): Pass[] {
   only.split(",").map((n) => n.trim()).filter(Boolean).forEach(add);
   return PASSES.filter((p) => wanted.has(p.name));
 }
+
+/**
+ * The run's PostgreSQL: the server `url` names (loopback only, refused
+ * before anything is made; left running), else a throw-away cluster of
+ * the run's own, removed by `close`. Never the machine's own cluster.
+ */
+export async function benchPostgres(url: string | undefined) {
+  if (url) {
+    assertLoopback(url);
+    return { url, own: false, close: () => Promise.resolve() };
+  }
+  const cluster = await throwawayCluster();
+  return { url: cluster.url, own: true, close: () => cluster.destroy() };
+}
+
+/** The functions' pool size: DB_POOL_MAX, or its default. */
+const _poolMax = () => Number(Deno.env.get("DB_POOL_MAX")?.trim() || 2);
 
 const _ping = (ctx: BenchContext, kind: "es256" | "hs256", c: number) => {
   ctx.log(`Concurrency ${c}: presence-ping ${kind.toUpperCase()}`);
@@ -280,32 +323,51 @@ async function main(): Promise<void> {
   const started = performance.now();
   // Taken before setUp sends the functions' console.log to a file.
   const print = console.log.bind(console);
-  const background = await waitForIdle(quick ? 10 : 60, log);
-  if (flags["database-url"]) {
-    Deno.env.set("TEST_DATABASE_URL", flags["database-url"]);
+  // What undoes the run, last to first: at its end, on a failure, and on
+  // Ctrl-C or SIGTERM (Deno would exit without running `finally`).
+  const cleanups: (() => Promise<unknown>)[] = [];
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    closing ??= (async () => {
+      for (const c of cleanups.reverse()) await c().catch(() => {});
+    })();
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    Deno.addSignalListener(signal, () => {
+      log(`${signal}: undoing the run`);
+      close().finally(() => Deno.exit(130));
+    });
   }
-  // The one home of finding (or making) a cluster: the tests' helper.
-  const pg = await ensurePostgres();
-  if (pg.url === null) throw new Error(`No PostgreSQL: ${pg.reason}`);
-  Deno.env.set("TEST_DATABASE_URL", pg.url);
-  const ctx = passes.some((p) => p.name !== "write-cost")
-    ? await setUp({
-      users,
-      durationS,
-      warmupS: quick ? 1 : 2,
-      skipIntervalS: _SKIP_INTERVAL_S,
-      log,
-    })
-    : null;
-  const s: RunState = {
-    ctx,
-    r: {},
-    quick,
-    pings: Number(flags.pings ?? (quick ? 300 : 2000)),
-    rounds: Number(flags.rounds ?? (quick ? 1 : 2)),
-    log,
-  };
   try {
+    const pg = await benchPostgres(
+      flags["database-url"] ?? Deno.env.get("TEST_DATABASE_URL"),
+    );
+    cleanups.push(pg.close);
+    Deno.env.set("TEST_DATABASE_URL", pg.url);
+    // Every temporary file of the run (the signing key, token lists,
+    // scripts) goes in one folder, removed with the run.
+    const tmp = await Deno.makeTempDir({ prefix: "bench-run-" });
+    cleanups.push(() => Deno.remove(tmp, { recursive: true }));
+    Deno.env.set("TMPDIR", tmp);
+    const background = await waitForIdle(quick ? 10 : 60, log);
+    const ctx = passes.some((p) => p.name !== "write-cost")
+      ? await setUp({
+        users,
+        durationS,
+        warmupS: quick ? 1 : 2,
+        skipIntervalS: _SKIP_INTERVAL_S,
+        log,
+        cleanups,
+      })
+      : null;
+    const s: RunState = {
+      ctx,
+      cleanups,
+      r: {},
+      quick,
+      pings: Number(flags.pings ?? (quick ? 300 : 2000)),
+      rounds: Number(flags.rounds ?? (quick ? 1 : 2)),
+      log,
+    };
     // Only write-cost runs without the stack, and it never reads it.
     for (const pass of passes) await pass.run(s, ctx!);
     const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
@@ -320,7 +382,8 @@ async function main(): Promise<void> {
         durationS,
         users,
         pingsPerCount: s.pings,
-        dbPoolMax: Deno.env.get("DB_POOL_MAX") ?? "2 (default)",
+        dbPoolMax: _poolMax(),
+        cluster: pg.own ? "throw-away, the run's own" : "given (shared)",
         functionLogLines: ctx?.functionLogLines() ?? 0,
         handlerSettings: FUNCTION_SETTINGS.filter((n) => n !== "ADMIN_EMAILS"),
         passes: passes.map((p) => p.name),
@@ -339,28 +402,30 @@ async function main(): Promise<void> {
       `Finished in ${((performance.now() - started) / 1000).toFixed(0)} s`,
     );
   } finally {
-    await ctx?.close();
+    await close();
   }
 }
 
 const _DEFINITIONS: Record<string, string> = {
   db_ceiling:
-    "the faster of two pgbench replays of the same work at the same concurrency: the handler's call of presence.record_ping as it sends it (-M extended), and the inline statement the handler sent before the function with named prepared statements (-M prepared)",
+    "the faster of two pgbench replays of the same work, each with as many connections as the functions' pool can use at the pings' concurrency c (min(c, DB_POOL_MAX): dbForms.connections; pgbench does not pipeline, the pool can): the handler's call of presence.record_ping as it sends it (-M extended), and the inline statement the handler sent before the function with named prepared statements (-M prepared)",
   combined_ceiling:
     "1 / (1/db + 1/http): the throughput if the cost of the database ceiling and of the HTTP ceiling (bare Deno handler) were simply added, at the same concurrency",
   ratio: "presence-ping req/s divided by the combined ceiling",
   round_trip:
-    "a client send after the server had answered, on an established connection (counting proxy); one HTTP request to Auth counts one",
+    "a client send after the server had answered, on an established connection (counting proxy), with one ping in flight (several in flight share flights); one HTTP request to Auth counts one",
   statement: "an Execute or simple Query message (counting proxy)",
   per_ping:
     "counter delta over the pass divided by the 200 responses the gateway served",
   cpu_per_ping:
-    "CPU time of the bench process (Deno: gateway, functions, Auth stand-in) and of the postgres processes serving the bench database over the pass, divided by the 200 responses",
+    "CPU time of the bench process (Deno: gateway, functions, Auth stand-in) and of the bench cluster's postmaster and its children (other databases' backends excluded) over the pass, divided by the 200 responses",
+  wal_per_ping:
+    "pg_stat_wal's bytes over the pass (the cluster's): the bench's alone on its own throw-away cluster (config.cluster); on a given cluster, other databases' writes too",
   hot_percent: "n_tup_hot_upd / n_tup_upd delta on usuarios",
   fixed_rate_latency:
     "open loop: latency counted from each request's scheduled start",
   token_cache:
-    "first seen: every request carries a token the isolate never verified; again: the same tokens once more",
+    "first seen: every request carries a distinct token the isolate never verified (a cache miss); again: the same tokens once more, no more than the cache holds (each a hit)",
 };
 
 if (import.meta.main) await main();

@@ -133,9 +133,9 @@ export async function pingPass(
   await ctx.quiesce();
   variant.reset();
   const before = await _readCounters(ctx.sql);
-  const cpuBefore = await readCpu(ctx.dbUrl);
+  const cpuBefore = await readCpu(ctx);
   const result = await run();
-  const cpuAfter = await readCpu(ctx.dbUrl);
+  const cpuAfter = await readCpu(ctx);
   await ctx.quiesce();
   const counters = _delta(before, await _readCounters(ctx.sql));
   const served = variant.counts().pings[200] ?? 0;
@@ -155,9 +155,9 @@ export async function withCpu(
   ctx: BenchContext,
   run: () => Promise<LoadResult>,
 ): Promise<LoadResult> {
-  const before = await readCpu(ctx.dbUrl);
+  const before = await readCpu(ctx);
   const result = await run();
-  const after = await readCpu(ctx.dbUrl);
+  const after = await readCpu(ctx);
   return { ...result, cpu: cpuUse(before, after, result.requests) };
 }
 
@@ -183,7 +183,7 @@ export function countLoad(
 interface _Ticks {
   /** This process: the stack's servers (and the idle orchestrator). */
   self: number;
-  /** The cluster's own processes and the bench database's backends, by pid. */
+  /** The postmaster and its children but other databases' backends, by pid. */
   postgres: Map<string, number>;
   /** Every other process (not this one or its children), by pid. */
   others: Map<string, number>;
@@ -192,13 +192,17 @@ interface _Ticks {
 }
 
 /**
- * Reads the CPU of this process, of PostgreSQL and of the machine. With
- * `dbUrl`, a backend of another database (another session on a shared
- * machine) counts with the other processes.
+ * Reads the CPU of this process, of the bench's PostgreSQL and of the
+ * machine. The bench's PostgreSQL is `db`'s postmaster and its children
+ * (another cluster's processes are not); a backend of another database
+ * (another session's, on a cluster the bench did not make) counts with
+ * the other processes.
  */
-export async function readCpu(dbUrl?: string): Promise<_Ticks> {
-  const database = dbUrl &&
-    decodeURIComponent(new URL(dbUrl).pathname.slice(1));
+export async function readCpu(
+  db?: Pick<BenchContext, "dbUrl" | "postmaster">,
+): Promise<_Ticks> {
+  const database = db &&
+    decodeURIComponent(new URL(db.dbUrl).pathname.slice(1));
   // utime and stime: the 14th and 15th fields, after "(comm) ".
   const ticks = (stat: string) => {
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
@@ -216,16 +220,15 @@ export async function readCpu(dbUrl?: string): Promise<_Ticks> {
     if (!/^\d+$/.test(entry.name) || entry.name === me) continue;
     try {
       const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`);
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
       const ppid = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1];
-      if (comm === "postgres") {
+      if (db && [entry.name, ppid].includes(db.postmaster)) {
         // A backend's title: "postgres: [15/main: ]user database host(port) state".
         const title = (await Deno.readTextFile(`/proc/${entry.name}/cmdline`))
           .replaceAll("\0", " ");
         const served =
           /^postgres: (?:[^:]+: )?\S+ (\S+) (?:\S+\(\d+\)|\[local\]) /
             .exec(title)?.[1];
-        const ours = !database || !served || served === database;
+        const ours = !served || served === database;
         (ours ? out.postgres : out.others).set(entry.name, ticks(stat));
       } else if (ppid !== me) out.others.set(entry.name, ticks(stat));
     } catch {

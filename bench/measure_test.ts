@@ -53,3 +53,28 @@ Deno.test("readCpu: this process is itself, never one of the others; the machine
   assert.ok(!a.others.has(String(Deno.pid)));
   assert.ok(b.total > a.total && b.busy >= a.busy);
 });
+
+// A stand-in postmaster (a shell) with two children, beside an unrelated
+// process: only the stand-in's family counts as the bench's PostgreSQL.
+Deno.test("readCpu: the bench's PostgreSQL is its postmaster and that one's children, not another cluster's processes", async () => {
+  const spawn = (line: string) =>
+    new Deno.Command("sh", { args: ["-c", line] }).spawn();
+  const postmaster = spawn("sleep 30 & sleep 30 & wait");
+  const other = spawn("sleep 30");
+  try {
+    await new Promise((r) => setTimeout(r, 300));
+    const ticks = await readCpu({
+      postmaster: String(postmaster.pid),
+      dbUrl: "postgresql://u@127.0.0.1:1/t_bench",
+    });
+    const ours = [...ticks.postgres.keys()];
+    assert.equal(ours.length, 3, `${ours}`);
+    assert.ok(ours.includes(String(postmaster.pid)));
+    assert.ok(!ticks.postgres.has(String(other.pid)));
+  } finally {
+    for (const p of [postmaster, other]) {
+      p.kill();
+      await p.status;
+    }
+  }
+});

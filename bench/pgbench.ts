@@ -1,7 +1,8 @@
 /**
  * The database ceiling: a ping's database work in its cheapest forms on
- * this database, replayed by pgbench at the same concurrency as the pings,
- * users rotating (`\set n random(1, N)`):
+ * this database, replayed by pgbench with as many connections as the
+ * functions' pool can use (bench/main.ts: min(c, DB_POOL_MAX)), users
+ * rotating (`\set n random(1, N)`):
  *
  * - `functionCall`: the handler's own call of `presence.record_ping`, as the
  *   counting proxy caught it (its values are written into the text; the
@@ -104,29 +105,29 @@ export function statementFor(script: string, n: number): string {
 }
 
 /**
- * The database ceiling at concurrency `c`: both forms, each after a
- * warm-up, with the CPU they used; the faster one is `chosen`.
+ * The database ceiling with `connections` clients: both forms, each after
+ * a warm-up, with the CPU they used; the faster one is `chosen`.
  */
 export async function dbCeiling(
   ctx: BenchContext,
   scripts: CeilingScripts,
-  c: number,
+  connections: number,
 ) {
   const run = async (script: string, protocol: "extended" | "prepared") => {
     const pass = (durationS: number) =>
-      runPgbench(ctx.dbUrl, script, { c, durationS, protocol });
+      runPgbench(ctx.dbUrl, script, { c: connections, durationS, protocol });
     await pass(ctx.warmupS);
     await ctx.quiesce();
     return await withCpu(ctx, () => pass(ctx.durationS));
   };
-  ctx.log(`Concurrency ${c}: pgbench, function call`);
+  ctx.log(`${connections} connections: pgbench, function call`);
   const functionCall = await run(scripts.functionCall, "extended");
-  ctx.log(`Concurrency ${c}: pgbench, inline statement prepared`);
+  ctx.log(`${connections} connections: pgbench, inline statement prepared`);
   const inlinePrepared = await run(scripts.inline, "prepared");
   const chosen = functionCall.rps >= inlinePrepared.rps
     ? "functionCall" as const
     : "inlinePrepared" as const;
-  return { functionCall, inlinePrepared, chosen };
+  return { connections, functionCall, inlinePrepared, chosen };
 }
 
 /**

@@ -48,15 +48,16 @@ export interface BenchTokens {
 /**
  * What {@linkcode mintTokens} needs: the `signing_key.json` the stack
  * wrote, the HS256 secret, the claims of a token the stand-in issued
- * (`template`: names, order, `iss` and the rest kept), and seconds added
- * to now for `iat` (another value, other token strings).
+ * (`template`: names, order, `iss` and the rest kept), and `iat` (default:
+ * now; ES256 signatures here are deterministic, so another `iat` is what
+ * makes other token strings).
  */
 export interface MintOptions {
   users: number;
   signingKeyFile: string;
   jwtSecret: string;
   template: JWTPayload;
-  iatOffsetS?: number;
+  iat?: number;
 }
 
 /**
@@ -143,7 +144,7 @@ export async function mintTokens(options: MintOptions): Promise<BenchTokens> {
   );
   const hs256Key = new TextEncoder().encode(options.jwtSecret);
   const t = options.template;
-  const iat = Math.floor(Date.now() / 1000) + (options.iatOffsetS ?? 0);
+  const iat = options.iat ?? Math.floor(Date.now() / 1000);
   const es256: string[] = [];
   const hs256: string[] = [];
   for (let n = 1; n <= options.users; n++) {

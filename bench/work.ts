@@ -1,6 +1,8 @@
 /**
  * Pass `work`: every minted token checked by a ping, then the work of one
- * ping, counted by proxies: statements and round trips to
+ * ping, one ping in flight at a time (with more, the pool pipelines several
+ * pings' statements into one flight), counted by proxies: statements and
+ * round trips to
  * Postgres and requests to Auth, for ES256 (what Auth issues), HS256 and
  * `PRESENCE_VERIFY=auth`. The statement the ES256 fast path sends on every
  * ping is kept for the database ceiling (bench/pgbench.ts).
@@ -62,7 +64,7 @@ export async function measureWork(ctx: BenchContext, pings: number): Promise<{
       ctx,
       variant,
       kind,
-      () => countLoad(variant.pingUrl, tokens, pings, 8),
+      () => countLoad(variant.pingUrl, tokens, pings, 1),
     );
     const ok = pass.perPing.pings;
     const per = <T extends object>(counts: T) =>

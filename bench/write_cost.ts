@@ -53,13 +53,16 @@ const _TOGGLE: Record<WritePart, (on: boolean) => string> = {
 
 /**
  * Measures `part` off and on, `rounds` times each, on a fresh database of
- * the cluster in TEST_DATABASE_URL (dropped at the end).
+ * the cluster in TEST_DATABASE_URL (dropped at the end, and by `cleanups`
+ * if the run is stopped first).
  */
 export async function measureWriteCost(
   part: WritePart,
   rounds: number,
+  cleanups: (() => Promise<unknown>)[],
 ): Promise<WriteCostRow[]> {
   const db = await createTestDatabase();
+  cleanups.push(() => db.close());
   const sql = postgres(db.url, { max: 1, prepare: false, onnotice: () => {} });
   const rows: WriteCostRow[] = [];
   try {

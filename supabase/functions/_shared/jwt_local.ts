@@ -60,7 +60,8 @@ interface _KeySet {
   fetchedAt?: number;
 }
 
-const _CACHE_ENTRIES = 10_000;
+/** How many verified tokens a handler set keeps (first in, first out). */
+export const TOKEN_CACHE_ENTRIES = 10_000;
 
 /**
  * The key sets a handler set verifies with, and the tokens it verified:
@@ -206,7 +207,7 @@ export class KeySets {
     let cache = this.#verified.get(key);
     if (!cache) {
       cache = new TokenCache({
-        maxEntries: _CACHE_ENTRIES,
+        maxEntries: TOKEN_CACHE_ENTRIES,
         maxAgeMs: JWKS_MAX_AGE_MS,
       });
       this.#verified.set(key, cache);
