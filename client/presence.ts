@@ -619,6 +619,9 @@ export class PresenceKit {
       if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
       this.#timer = null;
       this.#setState("paused");
+      // The token the tab-close offline will carry: the session as it is
+      // now, which a server route may have refreshed without an event.
+      void this.#session();
     } else {
       // Shown again: ping at once rather than at the next tick.
       this.#tick();
@@ -735,6 +738,7 @@ export class PresenceKit {
     if (scheduled && (!this.#running || this.#page.hidden())) return;
     let refreshed = false;
     let tries = 0;
+    if (token === undefined) await this.#session();
     for (;;) {
       let answer: _Answer;
       try {
@@ -781,8 +785,30 @@ export class PresenceKit {
         const { error } = await this.#client.auth.refreshSession();
         if (!error) continue;
       }
+      if (
+        answer.status === 401 && token === undefined &&
+        !(await this.#session())
+      ) {
+        // Signed out where no event reaches this page (a server route
+        // cleared the session's cookies): as on SIGNED_OUT.
+        this.#failed(state, false, answer);
+        await this.#signedOut(null);
+        return;
+      }
       this.#failed(state, scheduled, answer);
       return;
+    }
+  }
+
+  // Whether supabase-js holds a session now; its access token becomes the
+  // one the kit's own requests (the tab-close offline) carry.
+  async #session(): Promise<boolean> {
+    try {
+      const { data } = await this.#client.auth.getSession();
+      if (data.session) this.#token = data.session.access_token;
+      return data.session !== null;
+    } catch {
+      return true; // Unknown: nothing is concluded from it.
     }
   }
 
@@ -961,6 +987,11 @@ export class PresenceKit {
         message: String(answer.body.error ?? answer.body.message ?? ""),
         retryInMs: wait,
       });
+      if (answer.status === 401 && !(await this.#session())) {
+        // Signed out where no event reaches this page (a server route
+        // cleared the session's cookies): as on SIGNED_OUT.
+        await this.#signedOut(null);
+      }
     } finally {
       w.busy = false;
     }

@@ -124,6 +124,8 @@ class FakeClient {
   signOutScopes: (string | undefined)[] = [];
   signOutError: Error | null = null;
   refreshFails = false;
+  /** The session supabase-js holds (its storage: cookies, for @supabase/ssr). */
+  session: { access_token: string } | null = { access_token: TOKEN };
   #auth: ((event: string, session: unknown) => void) | null = null;
   reply: (call: Call) => Reply | Promise<Reply> = () => ({
     status: 200,
@@ -135,6 +137,8 @@ class FakeClient {
       fn("INITIAL_SESSION", { access_token: TOKEN });
       return { data: { subscription: { unsubscribe: () => {} } } };
     },
+    getSession: () =>
+      Promise.resolve({ data: { session: this.session }, error: null }),
     refreshSession: () => {
       this.refreshes++;
       return Promise.resolve({
@@ -149,6 +153,7 @@ class FakeClient {
       if (this.signOutError) {
         return Promise.resolve({ error: this.signOutError });
       }
+      this.session = null;
       this.#auth?.("SIGNED_OUT", null);
       return Promise.resolve({ error: null });
     },
@@ -193,6 +198,8 @@ class FakeClient {
     },
   };
   emitAuth(event: string, session: unknown) {
+    // supabase-js stores the session before it tells listeners.
+    this.session = (session as { access_token: string } | null) ?? null;
     this.#auth?.(event, session);
   }
   pings(state?: string) {
@@ -377,6 +384,54 @@ Deno.test("PresenceKit: pagehide sends offline by keepalive fetch with Authoriza
   });
   assert.equal(fetches[0].init.body, '{"state":"offline"}');
   assert.equal(kit.state, "stopped");
+});
+
+Deno.test("PresenceKit: the tab-close offline carries the session's token as it is when the tab hides, also one a server route refreshed without an auth event (@supabase/ssr cookies)", async () => {
+  const { clock, page, client, kit, fetches } = setup();
+  kit.start();
+  await clock.advance(0);
+  // The server refreshed the session and rewrote the cookie: the browser
+  // client reads the new token, and fires no event.
+  client.session = { access_token: "refreshed-by-the-server" };
+  page.setHidden(true);
+  await clock.advance(0);
+  page.close();
+  assert.equal(fetches.length, 1);
+  assert.equal(
+    (fetches[0].init.headers as Record<string, string>).authorization,
+    "Bearer refreshed-by-the-server",
+  );
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: signed out where no event reaches the page (a server route cleared the cookies): a 401 with no session left stops the kit and its watchers, as SIGNED_OUT does", async () => {
+  const { clock, client, kit, errors } = setup();
+  client.reply = (call) =>
+    call.name === "presence"
+      ? {
+        status: 200,
+        body: { ok: true, users: [], next_after_id: null, cursor: "c" },
+      }
+      : { status: 200, body: _pingBody("online") };
+  kit.watch(() => {});
+  kit.start();
+  await clock.advance(0);
+  assert.equal(kit.state, "online");
+  client.session = null;
+  client.reply = () => ({
+    status: 401,
+    body: {
+      code: "missing_bearer",
+      message: "Authorization Bearer token requerido",
+    },
+  });
+  await clock.advance(180_000);
+  assert.equal(kit.state, "stopped");
+  assert.ok(errors.some((e) => e.code === "missing_bearer"));
+  const calls = client.calls.length;
+  await clock.advance(3_600_000);
+  assert.equal(client.calls.length, calls, "no more pings or polls");
+  kit.dispose();
 });
 
 Deno.test("PresenceKit: a page back from the back/forward cache resumes pinging", async () => {
