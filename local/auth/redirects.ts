@@ -36,7 +36,7 @@ export function isRedirectAllowed(
   const host = asked.hostname.replace(/^\[(.*)\]$/, "$1");
   if (
     asked.hostname === site.hostname && asked.protocol === site.protocol &&
-    (asked.port === site.port || _LOCALHOST.has(host.toLowerCase()))
+    (asked.port === site.port || _isLocalhost(host))
   ) return true;
   if (/^[0-9]+$/.test(host)) return false;
   if (_isIp(host)) return isLoopbackHost(host);
@@ -48,8 +48,14 @@ export function isRedirectAllowed(
   return allowList.some((pattern) => _glob(pattern).test(withoutFragment));
 }
 
-// `isLocalhost` of Supabase Auth's url_validator.go.
+// `isLocalhost` of Supabase Auth's url_validator.go: these names, and any
+// subdomain of localhost (`app.localhost`).
 const _LOCALHOST = new Set(["localhost", "127.0.0.1", "::1", "0.0.0.0", "::"]);
+
+function _isLocalhost(host: string): boolean {
+  const name = host.toLowerCase();
+  return _LOCALHOST.has(name) || name.endsWith(".localhost");
+}
 
 function _isIp(host: string): boolean {
   return /^\d{1,3}(\.\d{1,3}){3}$/.test(host) || host.includes(":");

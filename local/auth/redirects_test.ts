@@ -80,3 +80,26 @@ Deno.test("isRedirectAllowed: * does not cross a dot, ** does; the fragment is n
   assert.equal(isRedirectAllowed(site, [], ""), false);
   assert.equal(isRedirectAllowed(site, [], "not a url"), false);
 });
+
+Deno.test("isRedirectAllowed: on a localhost site any port of the same host is allowed, a subdomain of localhost included (isLocalhost's .localhost suffix)", () => {
+  assert.equal(
+    isRedirectAllowed(
+      "http://app.localhost:3000",
+      [],
+      "http://app.localhost:3001/auth/callback",
+    ),
+    true,
+  );
+  assert.equal(
+    isRedirectAllowed("http://localhost:3000", [], "http://localhost:3001/cb"),
+    true,
+  );
+  assert.equal(
+    isRedirectAllowed(
+      "http://app.example:3000",
+      [],
+      "http://app.example:3001/cb",
+    ),
+    false,
+  );
+});
