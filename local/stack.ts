@@ -35,7 +35,12 @@ import { functionEnv, localFunctions } from "./functions.ts";
 import { FunctionHost } from "./function_host.ts";
 import { createDemo } from "./demo.ts";
 import { createGateway, localJwtCheck } from "./gateway.ts";
-import { Inbox } from "./auth/mailer.ts";
+import {
+  Inbox,
+  type MailTemplate,
+  type MailType,
+  TEMPLATE_FIELDS,
+} from "./auth/mailer.ts";
 import { inboxPage } from "./inbox.ts";
 import { mailpitApi, type MailpitSender } from "./mailpit.ts";
 import {
@@ -259,10 +264,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
     const apiUrl = `http://${host}:${apiPort}`;
 
-    const inbox = new Inbox((mail) =>
-      log(
-        `Mail "${mail.subject}" to ${mail.to}: open ${apiUrl}/inbox/${mail.id}`,
-      )
+    const inbox = new Inbox(
+      (mail) =>
+        log(
+          `Mail "${mail.subject}" to ${mail.to}: open ${apiUrl}/inbox/${mail.id}`,
+        ),
+      { templates: config.emailTemplates, siteUrl: config.siteUrl },
     );
     const auth = createAuthApi({
       sql,
@@ -596,6 +603,8 @@ export interface AuthConfig {
   otpExpiry: number;
   signupEnabled: boolean;
   minPasswordLength: number;
+  /** `[auth.email.template.*]`: the project's own mails, by kind. */
+  emailTemplates: Partial<Record<MailType, MailTemplate>>;
 }
 
 /**
@@ -622,6 +631,7 @@ export function authConfig(
         enable_confirmations?: boolean;
         otp_expiry?: number;
         enable_signup?: boolean;
+        template?: Record<string, { subject?: string; content_path?: string }>;
       };
     };
   };
@@ -665,6 +675,7 @@ export function authConfig(
     );
   }
   return {
+    emailTemplates: _emailTemplates(auth.email?.template ?? {}, unsupported),
     jwtExpiry: auth.jwt_expiry ?? 3600,
     emailConfirmations: auth.email?.enable_confirmations ?? false,
     siteUrl: auth.site_url ?? "http://127.0.0.1:3000",
@@ -673,4 +684,61 @@ export function authConfig(
     signupEnabled: auth.enable_signup ?? true,
     minPasswordLength: auth.minimum_password_length ?? 6,
   };
+}
+
+// config.toml's template kinds, as the mails the stand-in sends name them.
+const _TEMPLATE_KINDS: Record<string, MailType> = {
+  confirmation: "signup",
+  invite: "invite",
+  recovery: "recovery",
+  magic_link: "magiclink",
+  email_change: "email_change",
+};
+
+// `[auth.email.template.<kind>]`: `subject`, and the HTML at `content_path`
+// (from the project folder, as the CLI reads it). A file that is missing,
+// or uses more of Go's templates than the fields the inbox fills in
+// (`{{ if }}`, `.Data`), is passed to `unsupported`: never mailed half
+// rendered. A kind the stand-in sends no mail of (reauthentication) is
+// left alone.
+function _emailTemplates(
+  section: Record<string, { subject?: string; content_path?: string }>,
+  unsupported: (setting: string, what: string) => void,
+): Partial<Record<MailType, MailTemplate>> {
+  const templates: Partial<Record<MailType, MailTemplate>> = {};
+  for (
+    const [kind, { subject, content_path: path }] of Object.entries(section)
+  ) {
+    const type = _TEMPLATE_KINDS[kind];
+    if (!type) continue;
+    const template: MailTemplate = { subject };
+    if (path) {
+      const setting = `[auth.email.template.${kind}] content_path = "${path}"`;
+      try {
+        template.html = Deno.readTextFileSync(
+          path.startsWith("/") ? path : `${PROJECT_DIR}${path}`,
+        );
+      } catch {
+        unsupported(setting, "no such file");
+        continue;
+      }
+      const other = [...template.html.matchAll(/\{\{(.*?)\}\}/gs)]
+        .map((m) => m[1].trim())
+        .find((inner) => {
+          const field = /^\.(\w+)$/.exec(inner)?.[1];
+          return !field || !TEMPLATE_FIELDS.includes(field);
+        });
+      if (other !== undefined) {
+        unsupported(
+          setting,
+          `{{ ${other} }} is not filled in locally (only ${
+            TEMPLATE_FIELDS.map((f) => `{{ .${f} }}`).join(", ")
+          })`,
+        );
+        continue;
+      }
+    }
+    templates[type] = template;
+  }
+  return templates;
 }

@@ -6,7 +6,8 @@
  *
  * The subjects and bodies are Supabase Auth's default templates
  * (internal/mailer/templatemailer), with its `{{ .ConfirmationURL }}` and
- * `{{ .Token }}` filled in.
+ * `{{ .Token }}` filled in, or a project's own ({@linkcode MailTemplate},
+ * from config.toml `[auth.email.template.*]`).
  *
  * @module
  */
@@ -36,6 +37,29 @@ export interface Mail {
   readonly otp: string;
 }
 
+/**
+ * A project's own template of a kind of mail (config.toml
+ * `[auth.email.template.<kind>]` `subject` and the file at
+ * `content_path`). Its fields are Supabase Auth's: `{{ .ConfirmationURL }}`,
+ * `{{ .Token }}`, `{{ .TokenHash }}`, `{{ .SiteURL }}`, `{{ .RedirectTo }}`,
+ * `{{ .Email }}`, `{{ .NewEmail }}` ({@linkcode TEMPLATE_FIELDS}).
+ */
+export interface MailTemplate {
+  subject?: string;
+  html?: string;
+}
+
+/** The template fields the inbox fills in; a template using others is refused at start. */
+export const TEMPLATE_FIELDS: readonly string[] = [
+  "ConfirmationURL",
+  "Token",
+  "TokenHash",
+  "SiteURL",
+  "RedirectTo",
+  "Email",
+  "NewEmail",
+];
+
 /** How many mails the inbox keeps (the oldest go first). */
 export const INBOX_LIMIT = 500;
 
@@ -53,10 +77,24 @@ export const INBOX_LIMIT = 500;
 export class Inbox {
   readonly #mails: Mail[] = [];
   readonly #onSend: (mail: Mail) => void;
+  readonly #own: Partial<Record<MailType, MailTemplate>>;
+  readonly #siteUrl: string;
 
-  /** @param onSend told of every mail (the stack logs it) */
-  constructor(onSend: (mail: Mail) => void = () => {}) {
+  /**
+   * @param onSend told of every mail (the stack logs it)
+   * @param own the project's templates, by kind of mail, and the
+   * `site_url` their `{{ .SiteURL }}` stands for
+   */
+  constructor(
+    onSend: (mail: Mail) => void = () => {},
+    own: {
+      templates?: Partial<Record<MailType, MailTemplate>>;
+      siteUrl?: string;
+    } = {},
+  ) {
     this.#onSend = onSend;
+    this.#own = own.templates ?? {};
+    this.#siteUrl = own.siteUrl ?? "";
   }
 
   /** Renders and keeps a mail. */
@@ -64,16 +102,29 @@ export class Inbox {
     input: { to: string; type: MailType; link: string; otp: string },
     extra: { newEmail?: string } = {},
   ): Mail {
-    const template = _TEMPLATES[input.type];
+    const own = this.#own[input.type];
+    const link = new URL(input.link);
+    const fields: Record<string, string> = {
+      ConfirmationURL: input.link,
+      Token: input.otp,
+      TokenHash: link.searchParams.get("token") ?? "",
+      SiteURL: this.#siteUrl,
+      RedirectTo: link.searchParams.get("redirect_to") ?? "",
+      Email: input.to,
+      NewEmail: extra.newEmail ?? input.to,
+    };
+    const fill = (text: string, escape: (s: string) => string) =>
+      text.replace(
+        /\{\{\s*\.(\w+)\s*\}\}/g,
+        (all, name: string) => name in fields ? escape(fields[name]) : all,
+      );
     const mail: Mail = {
       id: crypto.randomUUID(),
       sentAt: new Date().toISOString(),
       to: input.to,
-      subject: template.subject,
+      subject: fill(own?.subject ?? _TEMPLATES[input.type].subject, (v) => v),
       type: input.type,
-      html: template.html
-        .replaceAll("{{ .ConfirmationURL }}", _escape(input.link))
-        .replaceAll("{{ .NewEmail }}", _escape(extra.newEmail ?? input.to)),
+      html: fill(own?.html ?? _TEMPLATES[input.type].html, _escape),
       link: input.link,
       otp: input.otp,
     };

@@ -4,6 +4,7 @@
  * arrive, and their links work through supabase-js.
  */
 import assert from "node:assert/strict";
+import { Inbox } from "../../local/auth/mailer.ts";
 import { supabaseCli } from "../../local/migrate.ts";
 import { authConfig } from "../../local/stack.ts";
 import { StartError } from "../../local/start_error.ts";
@@ -220,6 +221,72 @@ e2eTest(
     );
     assert.equal(honoured.signupEnabled, false);
     assert.equal(honoured.minPasswordLength, 12);
+  },
+);
+
+e2eTest(
+  "config.toml [auth.email.template.*]: a project's own subject and HTML are mailed, with Supabase Auth's fields filled in (the @supabase/ssr confirm link with {{ .TokenHash }}); a file using more of Go's templates, or missing, is refused at start",
+  async () => {
+    const dir = await Deno.makeTempDir({ prefix: "templates-" });
+    try {
+      const confirm = `${dir}/confirm.html`;
+      await Deno.writeTextFile(
+        confirm,
+        `<a href="{{ .SiteURL }}/auth/confirm?token_hash={{.TokenHash}}&type=email&next={{ .RedirectTo }}">Confirm {{ .Email }}</a> or type {{ .Token }}`,
+      );
+      const fancy = `${dir}/fancy.html`;
+      await Deno.writeTextFile(
+        fancy,
+        `{{ if .Data.name }}Hi {{ .Data.name }}{{ end }} {{ .ConfirmationURL }}`,
+      );
+      const config = authConfig(
+        `[auth]\nsite_url = "http://localhost:3000"\n` +
+          `[auth.email.template.confirmation]\nsubject = "Welcome to {{ .SiteURL }}"\ncontent_path = "${confirm}"\n` +
+          `[auth.email.template.reauthentication]\ncontent_path = "${dir}/none.html"\n`,
+      );
+      const inbox = new Inbox(() => {}, {
+        templates: config.emailTemplates,
+        siteUrl: config.siteUrl,
+      });
+      const mail = inbox.send({
+        to: "ana@x.test",
+        type: "signup",
+        link:
+          "http://127.0.0.1:54321/auth/v1/verify?token=pkce_abc&type=signup&redirect_to=http%3A%2F%2Flocalhost%3A3000%2Fhome",
+        otp: "123456",
+      });
+      assert.equal(mail.subject, "Welcome to http://localhost:3000");
+      assert.equal(
+        mail.html,
+        `<a href="http://localhost:3000/auth/confirm?token_hash=pkce_abc&type=email&next=http://localhost:3000/home">Confirm ana@x.test</a> or type 123456`,
+      );
+      // Other kinds keep Supabase Auth's default template.
+      assert.equal(
+        inbox.send({
+          to: "ana@x.test",
+          type: "recovery",
+          link: "http://x/v?token=t",
+          otp: "1",
+        }).subject,
+        "Reset your password",
+      );
+      for (
+        const [path, named] of [
+          [fancy, "{{ if .Data.name }} is not filled in locally"],
+          [`${dir}/missing.html`, "no such file"],
+        ]
+      ) {
+        const refused: string[] = [];
+        authConfig(
+          `[auth.email.template.invite]\ncontent_path = "${path}"\n`,
+          (setting, what) => refused.push(`${setting}: ${what}`),
+        );
+        assert.equal(refused.length, 1);
+        assert.ok(refused[0].includes(named), refused[0]);
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   },
 );
 
