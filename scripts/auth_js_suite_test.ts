@@ -66,6 +66,7 @@ enable_confirmations = false
       additionalRedirectUrls: ["https://127.0.0.1:3000"],
       emailConfirmations: false,
       // What the file leaves unset: supabase start's defaults.
+      emailTemplates: {},
       jwtExpiry: 3600,
       otpExpiry: 3600,
       signupEnabled: true,
