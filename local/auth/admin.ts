@@ -12,6 +12,7 @@ import { DEFAULT_ROLE } from "./context.ts";
 import {
   ApiError,
   badRequest,
+  emailExists,
   internal,
   jsonResponse,
   notFound,
@@ -251,10 +252,7 @@ async function _create(
   if (p.email !== "") {
     email = validateEmail(p.email);
     if (await findDuplicateEmailUser(ctx.sql, email, aud)) {
-      throw unprocessable(
-        "email_exists",
-        "A user with this email address has already been registered",
-      );
+      throw emailExists();
     }
     providers.push("email");
   }

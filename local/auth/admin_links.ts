@@ -18,7 +18,7 @@ import {
   sendInvite,
   tokenHash,
 } from "./email.ts";
-import { badRequest, jsonResponse, notFound, unprocessable } from "./errors.ts";
+import { badRequest, emailExists, jsonResponse, notFound } from "./errors.ts";
 import { requestAud, requireAdmin } from "./guards.ts";
 import { type Body, mapField, readJson, stringField } from "./http.ts";
 import type { AccessTokenClaims } from "./jwt.ts";
@@ -61,10 +61,6 @@ const _LINK_TYPES: readonly string[] = [
   "email_change_current",
   "email_change_new",
 ];
-
-// DuplicateEmailMsg.
-const _DUPLICATE_EMAIL =
-  "A user with this email address has already been registered";
 
 interface _GenerateLinkParams {
   type: string;
@@ -193,7 +189,7 @@ async function _storeToken(
   }
   if (type === "signup" || type === "invite") {
     if (user.email_confirmed_at) {
-      throw unprocessable("email_exists", _DUPLICATE_EMAIL);
+      throw emailExists();
     }
     await updateUser(tx, user.id, {
       confirmation_token: hashedToken,
@@ -210,7 +206,7 @@ async function _storeToken(
   }
   const newEmail = validateEmail(p.newEmail);
   if (await findDuplicateEmailUser(tx, newEmail, user.aud ?? "", user.id)) {
-    throw unprocessable("email_exists", _DUPLICATE_EMAIL);
+    throw emailExists();
   }
   // The new address's token is hashed with the new address, while
   // `hashed_token` in the answer is hashed with the current one, as in
@@ -288,7 +284,7 @@ export async function invite(
   const aud = requestAud(req, claims);
   const existing = await findUserByEmail(ctx.sql, email, aud);
   if (existing?.email_confirmed_at) {
-    throw unprocessable("email_exists", _DUPLICATE_EMAIL);
+    throw emailExists();
   }
   const redirectTo = redirectTarget(ctx, req);
   const id = await ctx.sql.begin(async (tx) => {

@@ -18,6 +18,7 @@ import { DEFAULT_ROLE } from "./context.ts";
 import {
   ApiError,
   badRequest,
+  emailExists,
   errorResponse,
   forbidden,
   internal,
@@ -746,10 +747,7 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
   const changingEmail = email !== "" && email !== (user.email ?? "");
   if (changingEmail) {
     if (await findDuplicateEmailUser(ctx.sql, email, aud, user.id)) {
-      throw unprocessable(
-        "email_exists",
-        "A user with this email address has already been registered",
-      );
+      throw emailExists();
     }
   }
   let hash: string | null | undefined;

@@ -147,19 +147,7 @@ export async function sendConfirmation(
 ): Promise<void> {
   _checkFrequency(ctx, user.confirmation_sent_at);
   await _startFlow(ctx, tx, user.id, "email/signup", pkce);
-  const email = user.email ?? "";
-  const code = generateOtp();
-  const hash = flowToken(tokenHash(email, code), pkce);
-  await updateUser(tx, user.id, {
-    confirmation_token: hash,
-    confirmation_sent_at: iso(ctx.now()),
-  }, ctx.now());
-  ctx.inbox.send({
-    to: email,
-    type: "signup",
-    link: actionLink(ctx, hash, "signup", redirectTo),
-    otp: code,
-  });
+  await _mailToken(ctx, tx, user, "signup", redirectTo, pkce);
 }
 
 /**
@@ -173,21 +161,7 @@ export async function sendInvite(
   user: UserRow,
   redirectTo: string,
 ): Promise<void> {
-  const email = user.email ?? "";
-  const code = generateOtp();
-  const hash = tokenHash(email, code);
-  const now = iso(ctx.now());
-  await updateUser(tx, user.id, {
-    confirmation_token: hash,
-    confirmation_sent_at: now,
-    invited_at: now,
-  }, ctx.now());
-  ctx.inbox.send({
-    to: email,
-    type: "invite",
-    link: actionLink(ctx, hash, "invite", redirectTo),
-    otp: code,
-  });
+  await _mailToken(ctx, tx, user, "invite", redirectTo, null);
 }
 
 // The PKCE flow's state, when the request asked for that flow.
@@ -212,13 +186,36 @@ async function _sendRecoveryToken(
 ): Promise<void> {
   _checkFrequency(ctx, user.recovery_sent_at);
   await _startFlow(ctx, tx, user.id, type, pkce);
+  await _mailToken(ctx, tx, user, type, redirectTo, pkce);
+}
+
+// A fresh code for the user's address, its hash (prefixed in the PKCE flow)
+// stored in the users column its kind of mail reads, with the time sent
+// (and `invited_at` for an invite), and the mail with its link and code.
+async function _mailToken(
+  ctx: AuthContext,
+  tx: Db,
+  user: UserRow,
+  type: "signup" | "invite" | "recovery" | "magiclink",
+  redirectTo: string,
+  pkce: Pkce | null,
+): Promise<void> {
   const email = user.email ?? "";
   const code = generateOtp();
   const hash = flowToken(tokenHash(email, code), pkce);
-  await updateUser(tx, user.id, {
-    recovery_token: hash,
-    recovery_sent_at: iso(ctx.now()),
-  }, ctx.now());
+  const now = iso(ctx.now());
+  await updateUser(
+    tx,
+    user.id,
+    type === "recovery" || type === "magiclink"
+      ? { recovery_token: hash, recovery_sent_at: now }
+      : {
+        confirmation_token: hash,
+        confirmation_sent_at: now,
+        ...(type === "invite" ? { invited_at: now } : {}),
+      },
+    ctx.now(),
+  );
   ctx.inbox.send({
     to: email,
     type,

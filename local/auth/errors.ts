@@ -101,6 +101,17 @@ export function unprocessable(code: string, message: string): ApiError {
   return new ApiError(422, code, message);
 }
 
+/**
+ * 422 `email_exists`: another account has the address (Supabase Auth's
+ * `DuplicateEmailMsg`).
+ */
+export function emailExists(): ApiError {
+  return unprocessable(
+    "email_exists",
+    "A user with this email address has already been registered",
+  );
+}
+
 /** Shorthand for a 500 {@linkcode ApiError} (`unexpected_failure`). */
 export function internal(message: string): ApiError {
   return new ApiError(500, "unexpected_failure", message);
