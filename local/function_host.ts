@@ -212,10 +212,12 @@ export class FunctionHost {
       }
     } finally {
       worker.inFlight--;
-      worker.cpuMark = _cpuMs(worker.process.pid);
       if (worker.inFlight === 0) {
         clearInterval(worker.watch);
         worker.watch = undefined;
+      } else if (worker.watch !== undefined) {
+        // An answer: the worker is making progress.
+        worker.cpuMark = _cpuMs(worker.process.pid);
       }
       if (worker.stale && worker.inFlight === 0) void this.#kill(worker);
     }
@@ -236,9 +238,8 @@ export class FunctionHost {
       this.#options.log(
         `[${name}] CPU time limit reached (${CPU_LIMIT_MS} ms without an answer): worker stopped`,
       );
-      if (this.#workers.get(name) === worker) this.#workers.delete(name);
-      worker.stale = true;
-      void this.#kill(worker);
+      this.#retire(name, worker);
+      void this.#kill(worker); // now, though requests are in flight
     }, 100);
   }
 
