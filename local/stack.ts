@@ -40,6 +40,7 @@ import {
   type MailTemplate,
   type MailType,
   TEMPLATE_FIELDS,
+  unfilledAction,
 } from "./auth/mailer.ts";
 import { inboxPage } from "./inbox.ts";
 import { mailpitApi, type MailpitSender } from "./mailpit.ts";
@@ -722,13 +723,8 @@ function _emailTemplates(
         unsupported(setting, "no such file");
         continue;
       }
-      const other = [...template.html.matchAll(/\{\{(.*?)\}\}/gs)]
-        .map((m) => m[1].trim())
-        .find((inner) => {
-          const field = /^\.(\w+)$/.exec(inner)?.[1];
-          return !field || !TEMPLATE_FIELDS.includes(field);
-        });
-      if (other !== undefined) {
+      const other = unfilledAction(template.html);
+      if (other !== null) {
         unsupported(
           setting,
           `{{ ${other} }} is not filled in locally (only ${

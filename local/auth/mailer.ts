@@ -49,8 +49,8 @@ export interface MailTemplate {
   html?: string;
 }
 
-/** The template fields the inbox fills in; a template using others is refused at start. */
-export const TEMPLATE_FIELDS: readonly string[] = [
+/** The template fields the inbox fills in. */
+export const TEMPLATE_FIELDS = [
   "ConfirmationURL",
   "Token",
   "TokenHash",
@@ -58,7 +58,27 @@ export const TEMPLATE_FIELDS: readonly string[] = [
   "RedirectTo",
   "Email",
   "NewEmail",
-];
+] as const;
+
+type _Field = (typeof TEMPLATE_FIELDS)[number];
+
+// A `{{ … }}` action of Go's templates; a field reference is `.Name`.
+const _ACTION = /\{\{(.*?)\}\}/gs;
+
+/**
+ * The first action of `text` the inbox would not fill in (`if .Data.x`,
+ * `.Data.name`, an unknown field), as written between the braces; `null`
+ * when it fills in every one. A template with one is refused at start.
+ */
+export function unfilledAction(text: string): string | null {
+  for (const [, inner] of text.matchAll(_ACTION)) {
+    const field = /^\s*\.(\w+)\s*$/.exec(inner)?.[1];
+    if (!field || !(TEMPLATE_FIELDS as readonly string[]).includes(field)) {
+      return inner.trim();
+    }
+  }
+  return null;
+}
 
 /** How many mails the inbox keeps (the oldest go first). */
 export const INBOX_LIMIT = 500;
@@ -104,7 +124,7 @@ export class Inbox {
   ): Mail {
     const own = this.#own[input.type];
     const link = new URL(input.link);
-    const fields: Record<string, string> = {
+    const fields: Record<_Field, string> = {
       ConfirmationURL: input.link,
       Token: input.otp,
       TokenHash: link.searchParams.get("token") ?? "",
@@ -114,10 +134,10 @@ export class Inbox {
       NewEmail: extra.newEmail ?? input.to,
     };
     const fill = (text: string, escape: (s: string) => string) =>
-      text.replace(
-        /\{\{\s*\.(\w+)\s*\}\}/g,
-        (all, name: string) => name in fields ? escape(fields[name]) : all,
-      );
+      text.replace(_ACTION, (all, inner: string) => {
+        const name = /^\s*\.(\w+)\s*$/.exec(inner)?.[1];
+        return name && name in fields ? escape(fields[name as _Field]) : all;
+      });
     const mail: Mail = {
       id: crypto.randomUUID(),
       sentAt: new Date().toISOString(),
