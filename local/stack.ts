@@ -707,14 +707,28 @@ function _emailTemplates(
   unsupported: (setting: string, what: string) => void,
 ): Partial<Record<MailType, MailTemplate>> {
   const templates: Partial<Record<MailType, MailTemplate>> = {};
+  // What a setting uses that the inbox would leave unfilled: refused.
+  const filled = (setting: string, text: string): boolean => {
+    const other = unfilledAction(text);
+    if (other === null) return true;
+    unsupported(
+      setting,
+      `{{ ${other} }} is not filled in locally (only ${
+        TEMPLATE_FIELDS.map((f) => `{{ .${f} }}`).join(", ")
+      })`,
+    );
+    return false;
+  };
   for (
     const [kind, { subject, content_path: path }] of Object.entries(section)
   ) {
     const type = _TEMPLATE_KINDS[kind];
     if (!type) continue;
+    const at = `[auth.email.template.${kind}]`;
+    if (subject && !filled(`${at} subject = "${subject}"`, subject)) continue;
     const template: MailTemplate = { subject };
     if (path) {
-      const setting = `[auth.email.template.${kind}] content_path = "${path}"`;
+      const setting = `${at} content_path = "${path}"`;
       try {
         template.html = Deno.readTextFileSync(
           path.startsWith("/") ? path : `${PROJECT_DIR}${path}`,
@@ -723,16 +737,7 @@ function _emailTemplates(
         unsupported(setting, "no such file");
         continue;
       }
-      const other = unfilledAction(template.html);
-      if (other !== null) {
-        unsupported(
-          setting,
-          `{{ ${other} }} is not filled in locally (only ${
-            TEMPLATE_FIELDS.map((f) => `{{ .${f} }}`).join(", ")
-          })`,
-        );
-        continue;
-      }
+      if (!filled(setting, template.html)) continue;
     }
     templates[type] = template;
   }

@@ -271,14 +271,21 @@ e2eTest(
         "Reset your password",
       );
       for (
-        const [path, named] of [
-          [fancy, "{{ if .Data.name }} is not filled in locally"],
-          [`${dir}/missing.html`, "no such file"],
+        const [toml, named] of [
+          [
+            `content_path = "${fancy}"`,
+            "{{ if .Data.name }} is not filled in locally",
+          ],
+          [`content_path = "${dir}/missing.html"`, "no such file"],
+          [
+            'subject = "Hi {{ .Data.name }}"',
+            "{{ .Data.name }} is not filled in locally",
+          ],
         ]
       ) {
         const refused: string[] = [];
         authConfig(
-          `[auth.email.template.invite]\ncontent_path = "${path}"\n`,
+          `[auth.email.template.invite]\n${toml}\n`,
           (setting, what) => refused.push(`${setting}: ${what}`),
         );
         assert.equal(refused.length, 1);
