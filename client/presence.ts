@@ -785,12 +785,7 @@ export class PresenceKit {
         const { error } = await this.#client.auth.refreshSession();
         if (!error) continue;
       }
-      if (
-        answer.status === 401 && token === undefined &&
-        !(await this.#session())
-      ) {
-        // Signed out where no event reaches this page (a server route
-        // cleared the session's cookies): as on SIGNED_OUT.
+      if (token === undefined && await this.#signedOutElsewhere(answer)) {
         this.#failed(state, false, answer);
         await this.#signedOut(null);
         return;
@@ -798,6 +793,13 @@ export class PresenceKit {
       this.#failed(state, scheduled, answer);
       return;
     }
+  }
+
+  // A 401 while supabase-js holds no session any more: signed out where no
+  // event reaches this page (a server route cleared the session's
+  // cookies), which the kit ends as on SIGNED_OUT.
+  async #signedOutElsewhere(answer: _Answer): Promise<boolean> {
+    return answer.status === 401 && !(await this.#session());
   }
 
   // Whether supabase-js holds a session now; its access token becomes the
@@ -987,11 +989,7 @@ export class PresenceKit {
         message: String(answer.body.error ?? answer.body.message ?? ""),
         retryInMs: wait,
       });
-      if (answer.status === 401 && !(await this.#session())) {
-        // Signed out where no event reaches this page (a server route
-        // cleared the session's cookies): as on SIGNED_OUT.
-        await this.#signedOut(null);
-      }
+      if (await this.#signedOutElsewhere(answer)) await this.#signedOut(null);
     } finally {
       w.busy = false;
     }
