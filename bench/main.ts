@@ -23,6 +23,7 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { PROJECT_DIR } from "../local/migrate.ts";
 import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
+import { DEFAULT_DB_POOL_MAX } from "../supabase/functions/_shared/env.ts";
 import { TOKEN_CACHE_ENTRIES } from "../supabase/functions/_shared/jwt_local.ts";
 import { throwawayCluster } from "../local/testing/cluster.ts";
 import { assertLoopback, runDenoClient } from "./load.ts";
@@ -283,7 +284,8 @@ export async function benchPostgres(url: string | undefined) {
 }
 
 /** The functions' pool size: DB_POOL_MAX, or its default. */
-const _poolMax = () => Number(Deno.env.get("DB_POOL_MAX")?.trim() || 2);
+const _poolMax = () =>
+  Number(Deno.env.get("DB_POOL_MAX")?.trim() || DEFAULT_DB_POOL_MAX);
 
 const _ping = (ctx: BenchContext, kind: "es256" | "hs256", c: number) => {
   ctx.log(`Concurrency ${c}: presence-ping ${kind.toUpperCase()}`);

@@ -124,13 +124,16 @@ export const FUNCTION_SETTINGS = [
 /** The process environment, as the deployed functions read it. */
 export const denoEnv: EnvSource = (name) => Deno.env.get(name);
 
+/** The functions' pool size when `DB_POOL_MAX` is unset. */
+export const DEFAULT_DB_POOL_MAX = 2;
+
 // Each optional setting: its schema, applied to the trimmed value (or
 // `undefined` when unset or blank, which gives the default). A value the
 // schema refuses is an error naming the setting, never a silent default.
 const _int = (min: number, max: number, fallback: number) =>
   z.coerce.number().int().min(min).max(max).default(fallback);
 const _SETTINGS = {
-  DB_POOL_MAX: _int(1, 100, 2),
+  DB_POOL_MAX: _int(1, 100, DEFAULT_DB_POOL_MAX),
   DB_STATEMENT_TIMEOUT_MS: _int(100, 600_000, 3000),
   PRESENCE_VERIFY: z.enum(["local", "auth"]).default("local"),
   PRESENCE_MIN_WRITE_INTERVAL_S: _int(0, 86_400, 0),
