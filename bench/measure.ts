@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { parseProcStat } from "../local/proc_stat.ts";
 import postgres from "postgres";
 import { redactUrl } from "../local/start_error.ts";
 import type { BenchContext, Variant } from "./stack.ts";
@@ -203,11 +204,7 @@ export async function readCpu(
 ): Promise<_Ticks> {
   const database = db &&
     decodeURIComponent(new URL(db.dbUrl).pathname.slice(1));
-  // utime and stime: the 14th and 15th fields, after "(comm) ".
-  const ticks = (stat: string) => {
-    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(rest[11]) + Number(rest[12]);
-  };
+  const ticks = (stat: string) => parseProcStat(stat).ticks;
   const me = String(Deno.pid);
   const out: _Ticks = {
     self: ticks(await Deno.readTextFile("/proc/self/stat")),
@@ -220,7 +217,7 @@ export async function readCpu(
     if (!/^\d+$/.test(entry.name) || entry.name === me) continue;
     try {
       const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`);
-      const ppid = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1];
+      const { ppid } = parseProcStat(stat);
       if (db && [entry.name, ppid].includes(db.postmaster)) {
         // A backend's title: "postgres: [15/main: ]user database host(port) state".
         const title = (await Deno.readTextFile(`/proc/${entry.name}/cmdline`))

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { parseProcStat } from "../local/proc_stat.ts";
 import postgres from "postgres";
 import {
   loadOrCreateSigningKey,
@@ -221,8 +222,9 @@ export async function setUp(options: {
   cleanups.push(() => sql.end({ timeout: 5 }));
   // A backend's parent is the postmaster (read in /proc: loopback only).
   const [{ pid }] = await sql`select pg_backend_pid() as pid`;
-  const postmaster = (await Deno.readTextFile(`/proc/${pid}/stat`))
-    .split(") ")[1].split(" ")[1];
+  const { ppid: postmaster } = parseProcStat(
+    await Deno.readTextFile(`/proc/${pid}/stat`),
+  );
 
   log(`Creating ${users} users with sessions and tokens`);
   // On a connection of its own, closed at once, so that its statistics

@@ -13,6 +13,7 @@
 import { parse as parseToml } from "smol-toml";
 import type { LocalFunction } from "./functions.ts";
 import { WORKER_READY } from "./function_worker.ts";
+import { parseProcStat } from "./proc_stat.ts";
 
 /** Settings of {@linkcode FunctionHost}. */
 export interface FunctionHostOptions {
@@ -484,13 +485,12 @@ async function _lines(
   if (buffer) onLine(buffer);
 }
 
-// A process's CPU time (user and system) in ms, from /proc (Linux, where
-// USER_HZ is 100); null elsewhere or once it is gone.
+// A process's CPU time in ms (Linux /proc, 10 ms a tick); null elsewhere or
+// once it is gone.
 function _cpuMs(pid: number): number | null {
   try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) * 10;
+    return parseProcStat(Deno.readTextFileSync(`/proc/${pid}/stat`)).ticks *
+      10;
   } catch {
     return null;
   }
