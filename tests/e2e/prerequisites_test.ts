@@ -34,6 +34,24 @@ Deno.test("prerequisite: PostgreSQL server programs (initdb) for the run on a re
   assert.equal(why, null, `${why}, or set TEST_DATABASE_URL`);
 });
 
+for (const [tool, pkg] of [["wrk", "wrk"], ["pgbench", "postgresql"]]) {
+  Deno.test(`prerequisite: ${tool}, for the benchmark's tests (bench/), is installed`, async () => {
+    try {
+      await new Deno.Command(tool, {
+        args: ["--version"],
+        stdout: "null",
+        stderr: "null",
+      }).output();
+    } catch (error) {
+      assert.fail(
+        `No ${tool} on the PATH (${
+          (error as Error).message
+        }): install Debian's ${pkg} (apt-get install ${pkg})`,
+      );
+    }
+  });
+}
+
 Deno.test(`prerequisite: a Node ${APP_NODE_MAJOR} for the app example (npm ci installs it)`, async () => {
   // appNode() throws with the cause and what to do.
   assert.ok(await appNode());
