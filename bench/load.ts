@@ -96,6 +96,22 @@ function done(summary, latency, requests)
 end
 `;
 
+// Aborted when the run is undone (bench/main.ts, on Ctrl-C or SIGTERM): a
+// signal sent to this process alone would otherwise leave wrk, pgbench and
+// the Deno client running until their own time limit.
+let _stop = new AbortController();
+
+/** Kills every load generator still running (SIGTERM); later ones run. */
+export function stopLoads(): void {
+  _stop.abort();
+  _stop = new AbortController();
+}
+
+/** A child process's signal: its time limit, or {@linkcode stopLoads}. */
+export function childSignal(limitS: number): AbortSignal {
+  return AbortSignal.any([AbortSignal.timeout(limitS * 1000), _stop.signal]);
+}
+
 /** `name --version`'s first line; throws `missing` when it is not installed. */
 export async function toolVersion(
   name: string,
@@ -136,7 +152,7 @@ export async function runWrk(o: {
       ],
       stdout: "piped",
       stderr: "piped",
-      signal: AbortSignal.timeout((o.durationS + 30) * 1000),
+      signal: childSignal(o.durationS + 30),
     }).output();
     const line = new TextDecoder().decode(out.stdout).split("\n")
       .find((l) => l.startsWith("WRK_JSON "));
@@ -200,7 +216,7 @@ export async function runDenoClient(
       ],
       stdout: "piped",
       stderr: "piped",
-      signal: AbortSignal.timeout(((options.durationS ?? 60) + 60) * 1000),
+      signal: childSignal((options.durationS ?? 60) + 60),
     }).output();
     if (!out.success) {
       const stderr = new TextDecoder().decode(out.stderr).slice(0, 800);

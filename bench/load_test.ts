@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { runDenoClient, runWrk } from "./load.ts";
+import { runDenoClient, runWrk, stopLoads } from "./load.ts";
 
 /** A loopback server that records what each request carried. */
 function recorder(answer: (token: string) => Response) {
@@ -136,6 +136,42 @@ Deno.test("wrk: an answer >= 400 is an error, not a served request, and not in r
     assert.ok(r.errorKinds.status > 0 && r.errors >= r.errorKinds.status);
     assert.ok(Math.abs(r.requests - r.errorKinds.status) <= 1);
     assert.equal(r.rps, r.requests / r.durationS);
+  } finally {
+    await s.close();
+    await Deno.remove(tokensFile);
+  }
+});
+
+Deno.test("stopLoads: a run undone on a signal kills the load generators at once, not at their time limit", async () => {
+  const s = recorder(ok);
+  const tokensFile = await Deno.makeTempFile();
+  try {
+    await Deno.writeTextFile(tokensFile, "fine\n");
+    const loads = [
+      runWrk({ url: s.url, tokensFile, concurrency: 1, durationS: 60 }),
+      runDenoClient({
+        url: s.url,
+        tokens: ["fine"],
+        mode: "rate",
+        rate: 50,
+        durationS: 60,
+      }),
+    ];
+    // Both under way: the server has seen requests from each.
+    while (s.seen.length < 20) await new Promise((r) => setTimeout(r, 50));
+    stopLoads();
+    const [wrk, client] = await Promise.allSettled(loads);
+    // Killed, they print no result: each fails instead of answering later.
+    assert.equal(wrk.status, "rejected");
+    assert.match(
+      String((wrk as PromiseRejectedResult).reason),
+      /wrk printed no result/,
+    );
+    assert.equal(client.status, "rejected");
+    assert.match(
+      String((client as PromiseRejectedResult).reason),
+      /load_worker failed/,
+    );
   } finally {
     await s.close();
     await Deno.remove(tokensFile);

@@ -26,7 +26,7 @@ import { FUNCTION_SETTINGS } from "../supabase/functions/_shared/env.ts";
 import { DEFAULT_DB_POOL_MAX } from "../supabase/functions/_shared/env.ts";
 import { TOKEN_CACHE_ENTRIES } from "../supabase/functions/_shared/jwt_local.ts";
 import { throwawayCluster } from "../local/testing/cluster.ts";
-import { assertLoopback, runDenoClient } from "./load.ts";
+import { assertLoopback, runDenoClient, stopLoads } from "./load.ts";
 import {
   countLoad,
   environment,
@@ -336,6 +336,7 @@ async function main(): Promise<void> {
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     Deno.addSignalListener(signal, () => {
       log(`${signal}: undoing the run`);
+      stopLoads();
       close().finally(() => Deno.exit(130));
     });
   }

@@ -19,7 +19,12 @@
  * @module
  */
 import { LOCAL_USERNAME_MATCH_DOMAINS } from "../local/fixture.ts";
-import { assertLoopback, type LoadResult, percentiles } from "./load.ts";
+import {
+  assertLoopback,
+  childSignal,
+  type LoadResult,
+  percentiles,
+} from "./load.ts";
 import { withCpu } from "./measure.ts";
 import type { BenchContext } from "./stack.ts";
 import { USER_NAMING } from "./users.ts";
@@ -181,7 +186,7 @@ export async function runPgbench(
         },
         stdout: "piped",
         stderr: "piped",
-        signal: AbortSignal.timeout(((o.durationS ?? 60) + 60) * 1000),
+        signal: childSignal((o.durationS ?? 60) + 60),
       }).output();
       const [stdout, stderr] = [out.stdout, out.stderr].map((b) =>
         new TextDecoder().decode(b)
