@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { pushMigrations } from "../../local/migrate.ts";
+import { FUNCTIONS_MIGRATION } from "../../supabase/functions/_shared/db_function.ts";
 import { call } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 import { sessionIdOf } from "../support/tokens.ts";
@@ -316,7 +317,7 @@ e2eTest(
           assert.equal(res.body.code, "migration_missing", path);
           assert.match(
             res.body.error,
-            /presence\.record_ping .*20261124235000_repair_presence_functions_edited_in_place\.sql/,
+            new RegExp(`presence\\.record_ping .*${FUNCTIONS_MIGRATION}`),
             path,
           );
         } finally {
@@ -351,7 +352,9 @@ e2eTest(
     assert.equal(broken.body.code, "migration_missing");
     assert.match(
       broken.body.error,
-      /^presence\.live_session is not callable: apply the migrations up to 20261124235000_/,
+      new RegExp(
+        `^presence\\.live_session is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}$`,
+      ),
     );
 
     // The database as it was then, pushed again: the repair and what
@@ -381,6 +384,7 @@ e2eTest(
       ["match_usuario", null],
       ["reader", "lock_timeout=1s"],
       ["record_ping", "lock_timeout=1s"],
+      ["rights_writable_by", null],
       ["run_ddl", "lock_timeout=500ms"],
       ["settle_index", null],
     ]);

@@ -4,9 +4,12 @@
  * @module
  */
 import type { Identity } from "./auth.ts";
+import { callingDbFunction } from "./db_function.ts";
+import { remember, type Sql } from "./db.ts";
 import { ownsAddress } from "./email_proof.ts";
 import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
+import { logEvent } from "./log.ts";
 import type { MatchedRow } from "./match_user.ts";
 
 /** `rol` values that grant administrator rights (compared trimmed, lower-cased). */
@@ -38,30 +41,93 @@ export interface AdminPolicy {
    * only for a confirmed, listed address that no operator stamped.
    */
   readonly autoconfirm: () => Promise<boolean>;
+  /**
+   * The Data API roles that could write `usuarios.rol` or `auth_user_id`
+   * ({@linkcode rightsWritableBy}); asked only for a linked row whose `rol`
+   * would grant rights. While it names one, `rol` grants none.
+   */
+  readonly rolWritableBy: () => Promise<readonly string[]>;
 }
 
 /**
- * The policy of a function's environment: its `ADMIN_EMAILS`, and Auth's
- * own `GET /auth/v1/settings` for `mailer_autoconfirm`, asked through
- * `autoconfirms` (the handler's `deps.autoconfirms`).
+ * The policy of a function's environment: its `ADMIN_EMAILS`, Auth's own
+ * `GET /auth/v1/settings` for `mailer_autoconfirm`, asked through the
+ * handler's `deps.autoconfirms`, and who may write the rights columns,
+ * asked of the database `sql` at most once a minute ({@linkcode rightsWritableBy}).
  *
  * @example
  * ```ts
- * const policy = adminPolicy(ctx.env, deps.autoconfirms);
+ * const policy = adminPolicy(ctx.env, deps, sql);
  * ```
  */
 export function adminPolicy(
   env: FunctionEnv,
-  autoconfirms: (env: FunctionEnv) => Promise<boolean>,
+  deps: {
+    autoconfirms: (env: FunctionEnv) => Promise<boolean>;
+    now: () => number;
+  },
+  sql: Sql,
 ): AdminPolicy {
-  return { adminEmails: env.adminEmails, autoconfirm: () => autoconfirms(env) };
+  return {
+    adminEmails: env.adminEmails,
+    autoconfirm: () => deps.autoconfirms(env),
+    rolWritableBy: () => rightsWritableBy(sql, deps.now),
+  };
+}
+
+/** How long an answer of {@linkcode rightsWritableBy} is kept, ms. */
+export const RIGHTS_CHECK_TTL_MS = 60_000;
+
+const _WRITABLE = Symbol("rights writable by");
+
+/**
+ * The Data API roles (`anon`, `authenticated`) that could write the columns
+ * rights are read from (`usuarios.rol`, `auth_user_id`), by their grants and
+ * the table's row level security: the database function
+ * `presence.rights_writable_by()` (migration
+ * `20261125000000_create_presence_rights_writable_by.sql`), kept per pool
+ * for {@linkcode RIGHTS_CHECK_TTL_MS}. While it names a role, logged at
+ * each look-up as an error with the statements that take the write away.
+ *
+ * @example
+ * ```ts
+ * await rightsWritableBy(sql, Date.now); // [] on a table users cannot write
+ * ```
+ */
+export async function rightsWritableBy(
+  sql: Sql,
+  now: () => number,
+): Promise<readonly string[]> {
+  const held = remember(
+    sql,
+    _WRITABLE,
+    () => ({ at: -Infinity, roles: [] as readonly string[] }),
+  );
+  if (now() - held.at < RIGHTS_CHECK_TTL_MS) return held.roles;
+  const [{ roles }] = await callingDbFunction(
+    "presence.rights_writable_by",
+    () =>
+      sql<{ roles: string[] }[]>`select presence.rights_writable_by() as roles`,
+  );
+  Object.assign(held, { at: now(), roles });
+  if (roles.length) {
+    logEvent("error", "rol grants no administrator rights", {
+      code: "rights_writable",
+      roles,
+      hint:
+        "these roles can write usuarios.rol or auth_user_id through the Data API: revoke insert, update on public.usuarios from anon, authenticated, then grant update on the columns users may change (docs/security.md, Administrator rights)",
+    });
+  }
+  return roles;
 }
 
 /**
  * Whether the identity is an administrator, proven one of two ways:
  *
  * - its row is linked to it by `auth_user_id` and has an administrator
- *   `rol`. A row matched by `correo` or `nombre_usuario` never grants
+ *   `rol`, on a table whose `rol` and `auth_user_id` no Data API role can
+ *   write (`policy.rolWritableBy`: else any user could give themselves the
+ *   role). A row matched by `correo` or `nombre_usuario` never grants
  *   rights: with confirmations off (`supabase start`'s default) anyone can
  *   sign up with an address that is on a row, and on a table without
  *   `auth_user_id` there is no link to prove ownership at all, so there only
@@ -84,9 +150,10 @@ export async function isAdmin(
   row: MatchedRow | null,
   policy: AdminPolicy,
 ): Promise<boolean> {
-  if (row !== null && row.level === "auth_user_id" && isAdminRole(row.rol)) {
-    return true;
-  }
+  if (
+    row !== null && row.level === "auth_user_id" && isAdminRole(row.rol) &&
+    (await policy.rolWritableBy()).length === 0
+  ) return true;
   if (!isListedAdminEmail(identity.email, policy.adminEmails)) return false;
   return await ownsAddress(identity, policy.autoconfirm);
 }

@@ -44,6 +44,7 @@ function policy(
       p.asked++;
       return Promise.resolve(autoconfirm);
     },
+    rolWritableBy: () => Promise.resolve([] as string[]),
   };
   return p;
 }
@@ -174,4 +175,27 @@ Deno.test("isListedAdminEmail: only a listed address, never a missing one", () =
   assert.equal(isListedAdminEmail("jefa@example.com", listed), true);
   assert.equal(isListedAdminEmail("ana@example.com", listed), false);
   assert.equal(isListedAdminEmail(null, listed), false);
+});
+
+Deno.test("isAdmin: rol grants nothing while a Data API role could write it (rolWritableBy), and is asked only for a linked administrator rol; ADMIN_EMAILS still counts", async () => {
+  let asked = 0;
+  const writable = (roles: string[]) => ({
+    ...policy(["ana@x.io"]),
+    rolWritableBy: () => {
+      asked++;
+      return Promise.resolve(roles);
+    },
+  });
+  const adminRow = row("admin", "auth_user_id");
+  assert.equal(await isAdmin(claimed, adminRow, writable([])), true);
+  assert.equal(
+    await isAdmin(claimed, adminRow, writable(["authenticated"])),
+    false,
+  );
+  // Listed and stamped: an administrator by ADMIN_EMAILS whatever rol says.
+  assert.equal(await isAdmin(ana, adminRow, writable(["anon"])), true);
+  asked = 0;
+  await isAdmin(claimed, row("usuario", "auth_user_id"), writable(["anon"]));
+  await isAdmin(claimed, row("admin", "correo"), writable(["anon"]));
+  assert.equal(asked, 0);
 });

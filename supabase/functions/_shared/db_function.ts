@@ -12,11 +12,11 @@ import { HttpError } from "./errors.ts";
 /**
  * The last migration that makes the database functions as the code calls
  * them (`presence.match_usuario`, `presence.reader`, `presence.record_ping`
- * and the `presence.live_session` they call): applied up to it, they are
- * all there.
+ * and the `presence.live_session` they call, `presence.rights_writable_by`):
+ * applied up to it, they are all there.
  */
 export const FUNCTIONS_MIGRATION =
-  "20261124235000_repair_presence_functions_edited_in_place.sql";
+  "20261125000000_create_presence_rights_writable_by.sql";
 
 // Raised by the call itself (not inside the function: those carry a
 // PL/pgSQL context): undefined function, unknown schema, no privilege.

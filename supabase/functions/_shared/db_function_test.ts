@@ -3,6 +3,7 @@ import postgres from "postgres";
 import {
   callingDbFunction,
   domainsLiteral,
+  FUNCTIONS_MIGRATION,
   isAuthSchemaError,
   isMissingFunction,
   uuidLiteral,
@@ -66,7 +67,9 @@ Deno.test("isMissingFunction: a function of the project missing where another ca
   assert.equal(missing.code, "migration_missing");
   assert.match(
     String(missing.extra.error),
-    /^presence\.live_session is not callable: apply the migrations up to 20261124235000_/,
+    new RegExp(
+      `^presence\\.live_session is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}$`,
+    ),
   );
 });
 
@@ -79,7 +82,7 @@ Deno.test("callingDbFunction: a missing function is a 500 migration_missing nami
   assert.equal(missing.status, 500);
   assert.match(
     String(missing.extra.error),
-    /^presence\.record_ping .*20261124235000_repair_presence_functions_edited_in_place\.sql$/,
+    new RegExp(`^presence\\.record_ping .*${FUNCTIONS_MIGRATION}$`),
   );
   const other = pgError("57014");
   await assert.rejects(

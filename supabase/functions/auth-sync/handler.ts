@@ -70,7 +70,7 @@ export async function authSync(
   }
   const row = await findUsuario(sql, identity, matchRules(ctx.env));
   try {
-    await requireAdmin(identity, row, adminPolicy(ctx.env, deps.autoconfirms));
+    await requireAdmin(identity, row, adminPolicy(ctx.env, deps, sql));
   } catch (error) {
     _logRefused(error, identity);
     const code = error instanceof HttpError ? error.code : null;

@@ -63,7 +63,7 @@ export async function presence(
     ctx.env,
     reader,
   );
-  const policy = adminPolicy(ctx.env, deps.autoconfirms);
+  const policy = adminPolicy(ctx.env, deps, sql);
   const admin = await isAdmin(identity, row, policy);
   if (!row && !admin) throw new HttpError("user_not_found");
   const body = parsePresenceRequest(await readJsonBody(req));

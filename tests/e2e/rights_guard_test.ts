@@ -1,0 +1,232 @@
+/**
+ * Administrator rights read from `usuarios.rol` hold only while no Data API
+ * role can write the columns they are read from (`rol`, `auth_user_id`):
+ * `presence.rights_writable_by()` (migration
+ * `20261125000000_create_presence_rights_writable_by.sql`) and `isAdmin`.
+ * The Data API's writes are made as PostgREST makes them: the role
+ * `authenticated` (or `anon`) with the token's claims in
+ * `request.jwt.claims`.
+ */
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { call } from "../support/invoke.ts";
+import { logLines } from "../support/logs.ts";
+import {
+  startTestStack,
+  type TestStack,
+  type TestUser,
+} from "../support/stack.ts";
+
+const stack: TestStack = await startTestStack();
+const { sql } = stack;
+
+/** `statement` run as the Data API runs a request of `user`'s. */
+async function asDataApi(
+  user: TestUser,
+  statement: (tx: postgres.TransactionSql) => Promise<unknown>,
+): Promise<unknown> {
+  const claims = JSON.parse(atob(
+    user.token.split(".")[1].replaceAll("-", "+").replaceAll("_", "/"),
+  ));
+  return await sql.begin(async (tx) => {
+    await tx`select set_config('request.jwt.claims', ${
+      JSON.stringify(claims)
+    }, true)`;
+    await tx`set local role authenticated`;
+    return await statement(tx);
+  });
+}
+
+const writableBy = async () =>
+  (await sql`select presence.rights_writable_by() as r`)[0].r as string[];
+
+/** auth-sync `update` of `target`'s password by `caller`, on fresh functions (nothing cached). */
+async function setPassword(caller: TestUser, target: TestUser) {
+  const served = await stack.withFunctionEnv({});
+  try {
+    let res!: Awaited<ReturnType<typeof call>>;
+    const lines = await logLines(async () => {
+      res = await call(served.apiUrl, "auth-sync", {
+        headers: { Authorization: `Bearer ${caller.token}` },
+        body: JSON.stringify({
+          action: "update",
+          id: target.rowId,
+          password: `pw-${crypto.randomUUID()}`,
+        }),
+      });
+    });
+    const refusedRol = lines.filter((l) => l.includes('"rights_writable"'));
+    return { status: res.status, code: res.body.code, refusedRol };
+  } finally {
+    await served.close();
+  }
+}
+
+e2eTest(
+  "presence.rights_writable_by: names anon/authenticated exactly when grants and row level security let them write rol or auth_user_id",
+  async () => {
+    const cases: [string, string[], string[]][] = [
+      ["fresh table: no grant, RLS on", [], []],
+      [
+        "a table grant, RLS on and no policy",
+        ["grant select, insert, update on public.usuarios to anon, authenticated"],
+        [],
+      ],
+      [
+        "a table grant and an own-row update policy",
+        [
+          "grant select, update on public.usuarios to authenticated",
+          "create policy own_row on public.usuarios for update to authenticated using (auth_user_id = auth.uid())",
+        ],
+        ["authenticated"],
+      ],
+      [
+        "an own-row policy for all commands, to public",
+        [
+          "grant insert on public.usuarios to anon",
+          "create policy own_row on public.usuarios using (auth_user_id = auth.uid())",
+        ],
+        ["anon"],
+      ],
+      [
+        "the same policy, but update granted on other columns only",
+        [
+          "grant update (nombre_usuario, presence_state) on public.usuarios to authenticated",
+          "create policy own_row on public.usuarios for update to authenticated using (auth_user_id = auth.uid())",
+        ],
+        [],
+      ],
+      [
+        "RLS off, update of rol alone granted",
+        [
+          "alter table public.usuarios disable row level security",
+          "grant update (rol) on public.usuarios to authenticated",
+        ],
+        ["authenticated"],
+      ],
+      [
+        "RLS off, only select granted",
+        [
+          "alter table public.usuarios disable row level security",
+          "grant select on public.usuarios to anon, authenticated",
+        ],
+        [],
+      ],
+    ];
+    for (const [name, statements, expected] of cases) {
+      await sql.begin(async (tx) => {
+        for (const s of statements) await tx.unsafe(s);
+        const [{ r }] = await tx`select presence.rights_writable_by() as r`;
+        assert.deepEqual(r, expected, name);
+        // Undone: each case starts from the fresh table.
+        throw new _Undo();
+      }).catch((e) => {
+        if (!(e instanceof _Undo)) throw e;
+      });
+    }
+    assert.deepEqual(await writableBy(), []);
+  },
+);
+
+e2eTest(
+  "auth-sync: a user who can write his own rol through the Data API gets no rights from it (403, nothing changed); the table's administrators neither, until the operator grants only the columns users may change",
+  async () => {
+    const boss = await stack.createUser({
+      row: { rol: "admin", auth_user_id: true },
+    });
+    const pest = await stack.createUser({ row: { auth_user_id: true } });
+    const victim = await stack.createUser({ row: { auth_user_id: true } });
+    assert.equal((await setPassword(boss, victim)).status, 200);
+
+    // The common profile setup: a table grant and an own-row policy.
+    await sql`grant select, update on public.usuarios to authenticated`;
+    await sql`create policy own_row_update on public.usuarios for update
+              to authenticated using (auth_user_id = auth.uid())`;
+    await sql`create policy own_row_select on public.usuarios for select
+              to authenticated using (auth_user_id = auth.uid())`;
+    try {
+      await asDataApi(
+        pest,
+        (tx) =>
+          tx`update public.usuarios set rol = 'admin'
+             where auth_user_id = auth.uid()`,
+      );
+      const [own] = await sql`select rol from public.usuarios
+                              where id = ${pest.rowId!}`;
+      assert.equal(own.rol, "admin", "the Data API write took effect");
+      const hash = async () =>
+        (await sql`select encrypted_password from auth.users
+                   where id = ${victim.id}::uuid`)[0].encrypted_password;
+      const before = await hash();
+      const byPest = await setPassword(pest, victim);
+      assert.deepEqual([byPest.status, byPest.code], [403, "admin_required"]);
+      assert.equal(await hash(), before);
+      assert.equal(byPest.refusedRol.length, 1);
+      const line = JSON.parse(byPest.refusedRol[0]);
+      assert.equal(line.level, "error");
+      assert.deepEqual(line.roles, ["authenticated"]);
+      assert.match(line.hint, /revoke insert, update on public\.usuarios/);
+      // Fail closed: the real administrator too.
+      const byBoss = await setPassword(boss, victim);
+      assert.deepEqual([byBoss.status, byBoss.code], [403, "admin_required"]);
+
+      // The operator's fix, as docs/security.md gives it.
+      await sql`revoke insert, update on public.usuarios from anon, authenticated`;
+      await sql`grant update (nombre_usuario) on public.usuarios to authenticated`;
+      await sql`update public.usuarios set rol = 'usuario'
+                where id = ${pest.rowId!}`;
+      assert.deepEqual(await writableBy(), []);
+      const fixed = await setPassword(boss, victim);
+      assert.deepEqual([fixed.status, fixed.refusedRol], [200, []]);
+      assert.equal((await setPassword(pest, victim)).status, 403);
+      await assert.rejects(
+        asDataApi(pest, (tx) =>
+          tx`update public.usuarios set rol = 'admin'
+             where auth_user_id = auth.uid()`),
+        /permission denied/,
+      );
+    } finally {
+      await sql`drop policy if exists own_row_update on public.usuarios`;
+      await sql`drop policy if exists own_row_select on public.usuarios`;
+      await sql`revoke all on public.usuarios from anon, authenticated`;
+    }
+  },
+);
+
+e2eTest(
+  "auth-sync: on a table with row level security off that users may update (an adopted legacy table), linking oneself to an administrator's row grants nothing",
+  async () => {
+    const boss = await stack.createUser({
+      row: { rol: "superadmin", auth_user_id: true },
+    });
+    const pest = await stack.createUser({ row: { auth_user_id: true } });
+    await sql`alter table public.usuarios disable row level security`;
+    await sql`grant select, update on public.usuarios to authenticated`;
+    try {
+      await asDataApi(pest, async (tx) => {
+        await tx`update public.usuarios set auth_user_id = null
+                 where id = ${pest.rowId!}`;
+        await tx`update public.usuarios set auth_user_id = auth.uid()
+                 where id = ${boss.rowId!}`;
+      });
+      const [link] = await sql`select auth_user_id::text from public.usuarios
+                               where id = ${boss.rowId!}`;
+      assert.equal(
+        link.auth_user_id,
+        pest.id,
+        "the Data API write took effect",
+      );
+      const res = await setPassword(pest, boss);
+      assert.deepEqual([res.status, res.code], [403, "admin_required"]);
+      assert.equal(res.refusedRol.length, 1);
+    } finally {
+      await sql`alter table public.usuarios enable row level security`;
+      await sql`revoke all on public.usuarios from anon, authenticated`;
+    }
+  },
+);
+
+class _Undo extends Error {}
+
+closeStackAfterAll("rights guard", stack);
