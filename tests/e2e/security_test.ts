@@ -791,7 +791,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
 }
 
 e2eTest(
-  "security: refused auth-sync calls are logged with their code, never their token",
+  "security: refused auth-sync calls are logged with their code and the account's id, never its token or email",
   async () => {
     const nobody = await stack.createUser({ row: { auth_user_id: true } });
     const lines = await logLines(async () => {
@@ -812,6 +812,7 @@ e2eTest(
     ]);
     assert.equal(refused[1].actor_auth_user_id, nobody.id);
     assert.ok(!lines.join("\n").includes(nobody.token));
+    assert.ok(!lines.join("\n").includes(nobody.email));
   },
 );
 

@@ -120,8 +120,9 @@ function _logRefused(error: unknown, identity: Identity | null): void {
     fn: "auth-sync",
     status: error.status,
     code: error.code,
+    // The account's id only: function logs are readable by every member of
+    // the project, and the audit row (service role only) keeps the email.
     actor_auth_user_id: identity?.id,
-    actor_email: identity?.email ?? undefined,
   });
 }
 
