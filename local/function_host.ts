@@ -62,6 +62,13 @@ const _BOOT_ERROR = {
   message: "Worker failed to boot (please check logs)",
 };
 
+// What the Edge Runtime answers, with status 500 (as hosted), when a worker
+// dies while answering (an uncaught error that ends it, `Deno.exit`).
+const _WORKER_ERROR = {
+  code: "WORKER_ERROR",
+  message: "Function exited due to an error (please check logs)",
+};
+
 const _NAME = /^[A-Za-z0-9_-]+$/;
 
 const _DENO_ENV = [
@@ -206,10 +213,7 @@ export class FunctionHost {
             error instanceof Error ? error.message : String(error)
           }`,
         );
-        return Response.json({
-          code: "WORKER_ERROR",
-          message: "Function exited due to an error (please check logs)",
-        }, { status: 546 });
+        return Response.json(_WORKER_ERROR, { status: 500 });
       }
     } finally {
       worker.inFlight--;

@@ -324,6 +324,42 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "FunctionHost: a worker that dies while answering gives 500 WORKER_ERROR, as the Edge Runtime does (546 is WORKER_LIMIT's), and the next call is served by a new worker",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const { p, gw, lines, close } = await hosted();
+    try {
+      await p.write(
+        "crash/index.ts",
+        `Deno.serve((req) => {
+  if (new URL(req.url).searchParams.has("exit")) Deno.exit(3);
+  return new Response(String(Deno.pid));
+});
+`,
+      );
+      const first = await (await gw.call("/api/crash")).text();
+      const crashed = await gw.call("/api/crash?exit");
+      assert.equal(crashed.status, 500);
+      assert.deepEqual(await crashed.json(), {
+        code: "WORKER_ERROR",
+        message: "Function exited due to an error (please check logs)",
+      });
+      assert.ok(
+        lines.some((l) => l.startsWith("[crash] The worker stopped")),
+        lines.join("\n"),
+      );
+      const next = await gw.call("/api/crash");
+      assert.equal(next.status, 200);
+      assert.notEqual(await next.text(), first);
+    } finally {
+      await close();
+    }
+  },
+});
+
 Deno.test("supabase/functions/*/deno.json: every function has one, pinning package.json's versions, with only packages its code imports (nothing dev-only deploys)", async () => {
   const pkg = JSON.parse(await Deno.readTextFile(`${ROOT}package.json`));
   const dir = `${ROOT}supabase/functions`;
