@@ -817,7 +817,7 @@ e2eTest(
 );
 
 e2eTest(
-  "security: presence_update_failed keeps the spec's error field and names no host, port, user or database",
+  "security: a database failure keeps the spec's error field (presence_update_failed; internal_error in presence and auth-sync) and names no host, port, user or database",
   async () => {
     const u = await stack.createUser({ row: { auth_user_id: true } });
     const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -828,20 +828,32 @@ e2eTest(
         `postgresql://secretuser:secretpw@127.0.0.1:${port}/secretdb`,
     });
     try {
-      const res = await call(served.apiUrl, "presence-ping", {
-        headers: { Authorization: `Bearer ${u.token}` },
-      });
-      assert.equal(res.status, 500);
-      assert.equal(res.body.message, "Error actualizando presencia");
-      assert.equal(res.body.code, "presence_update_failed");
-      assert.equal(res.body.error, "database unreachable (ECONNREFUSED)");
-      const text = JSON.stringify(res.body);
       for (
-        const secret of ["secretuser", "secretpw", "secretdb", "127.0.0.1"]
+        const [fn, message, code] of [
+          [
+            "presence-ping",
+            "Error actualizando presencia",
+            "presence_update_failed",
+          ],
+          ["presence", "Error interno", "internal_error"],
+          ["auth-sync", "Error interno", "internal_error"],
+        ]
       ) {
-        assert.ok(!text.includes(secret), secret);
+        const res = await call(served.apiUrl, fn, {
+          headers: { Authorization: `Bearer ${u.token}` },
+        });
+        assert.equal(res.status, 500, fn);
+        assert.equal(res.body.message, message, fn);
+        assert.equal(res.body.code, code, fn);
+        assert.equal(res.body.error, "database unreachable (ECONNREFUSED)", fn);
+        const text = JSON.stringify(res.body);
+        for (
+          const secret of ["secretuser", "secretpw", "secretdb", "127.0.0.1"]
+        ) {
+          assert.ok(!text.includes(secret), secret);
+        }
+        assert.ok(!text.includes(String(port)));
       }
-      assert.ok(!text.includes(String(port)));
     } finally {
       await served.close();
     }

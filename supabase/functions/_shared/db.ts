@@ -638,6 +638,14 @@ export function isDbError(error: unknown): error is postgres.PostgresError {
   return error instanceof postgres.PostgresError;
 }
 
+/**
+ * Whether `error` is a database failure: the server's own error (with a
+ * SQLSTATE), or postgres.js's for a database it could not reach or lost.
+ */
+export function isDbFailure(error: unknown): boolean {
+  return isDbError(error) || _isConnectionError(error);
+}
+
 /** Whether a Postgres error is `undefined_column` (SQLSTATE 42703). */
 export function isUndefinedColumn(error: unknown): boolean {
   return error instanceof postgres.PostgresError && error.code === "42703";

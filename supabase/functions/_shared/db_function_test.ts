@@ -121,3 +121,18 @@ Deno.test("isAuthSchemaError: privilege, undefined table, column, function or sc
   assert.ok(!isAuthSchemaError(pgError("57014", inLiveSession)));
   assert.ok(!isAuthSchemaError(new Error("42703")));
 });
+
+Deno.test("FUNCTIONS_MIGRATION: the last migration that makes a database function the code calls, and the one docs/api.md names", async () => {
+  const root = new URL("../../../", import.meta.url);
+  const dir = new URL("supabase/migrations/", root);
+  const called =
+    /create\s+(or\s+replace\s+)?function\s+presence\.(match_usuario|reader|record_ping|live_session)\b/i;
+  const files = [...Deno.readDirSync(dir)].map((e) => e.name)
+    .filter((n) => n.endsWith(".sql")).sort();
+  const making = files.filter((n) =>
+    called.test(Deno.readTextFileSync(new URL(n, dir)))
+  );
+  assert.equal(making.at(-1), FUNCTIONS_MIGRATION);
+  const api = await Deno.readTextFile(new URL("docs/api.md", root));
+  assert.ok(api.includes(FUNCTIONS_MIGRATION), "docs/api.md names it");
+});

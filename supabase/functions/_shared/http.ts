@@ -6,7 +6,7 @@
  * @module
  */
 import { corsHeaders } from "./cors.ts";
-import { asDbTimeout, isDbError } from "./db.ts";
+import { asDbTimeout, isDbError, isDbFailure, publicDbError } from "./db.ts";
 import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { errorText, forRequest, logEvent } from "./log.ts";
@@ -70,7 +70,7 @@ export function createFunction(
           response = await work(req, { env: readEnv(env), requestId });
         }
       } catch (thrown) {
-        const error = _timeoutWins(thrown);
+        const error = _answerFor(thrown);
         response = errorResponse(error, requestId);
         code = error instanceof HttpError ? error.code : "internal_error";
         reason = error instanceof HttpError ? error.extra.error : undefined;
@@ -109,12 +109,20 @@ export function createFunction(
 // answer would otherwise only say "the database failed": an unexpected
 // error, or presence-ping's presence_update_failed. auth-sync's sync_failed
 // and partial_failure keep their code: they report what was done and
-// undone at the provider.
-function _timeoutWins(error: unknown): unknown {
+// undone at the provider. Any other database failure no handler named (the
+// presence read, auth-sync's lookups) stays a 500 internal_error, with the
+// condition and SQLSTATE in `error`, as presence-ping's answer has them.
+function _answerFor(error: unknown): unknown {
   if (error instanceof HttpError && error.code !== "presence_update_failed") {
     return error;
   }
-  return asDbTimeout(error) ?? error;
+  const timeout = asDbTimeout(error);
+  if (timeout) return timeout;
+  if (error instanceof HttpError || !isDbFailure(error)) return error;
+  return new HttpError("internal_error", {
+    extra: { error: publicDbError(error) },
+    cause: error,
+  });
 }
 
 // What a client's `x-request-id` may look like to be logged: a UUID or a

@@ -142,6 +142,43 @@ Deno.test("createFunction: a statement timeout or lock timeout answers 503 db_ti
   assert.equal((await kept.json()).code, "sync_failed");
 });
 
+Deno.test("createFunction: a database failure no handler named is a 500 internal_error naming the condition and SQLSTATE, never the server's message", async () => {
+  const undefinedTable = new postgres.PostgresError({
+    message: 'relation "presence.changes" does not exist',
+    code: "42P01",
+  } as unknown as string);
+  const refused = Object.assign(
+    new Error("connect ECONNREFUSED 127.0.0.1:6543"),
+    { code: "ECONNREFUSED" },
+  );
+  const cases: [unknown, string | undefined][] = [
+    [undefinedTable, "undefined table (SQLSTATE 42P01)"],
+    [refused, "database unreachable (ECONNREFUSED)"],
+    [new TypeError("not a database failure"), undefined],
+  ];
+  for (const [error, named] of cases) {
+    const res = await createFunction(
+      "t",
+      (n) => env[n],
+      () => Promise.reject(error),
+    )(new Request("http://x/", { method: "POST" }));
+    assert.equal(res.status, 500);
+    assert.equal(res.headers.get("access-control-allow-origin"), "*");
+    const body = await res.json();
+    assert.match(body.request_id, /^[0-9a-f-]{36}$/);
+    const { request_id: _, ...rest } = body;
+    assert.deepEqual(rest, {
+      message: "Error interno",
+      code: "internal_error",
+      ...(named === undefined ? {} : { error: named }),
+    });
+    const text = JSON.stringify(body);
+    for (const secret of ["presence.changes", "6543", "127.0.0.1"]) {
+      assert.ok(!text.includes(secret), secret);
+    }
+  }
+});
+
 /** The JSON log lines `run` writes. */
 async function logged(run: () => Promise<unknown>) {
   const lines: Record<string, unknown>[] = [];
