@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseAdminEmails, readEnv } from "./env.ts";
+import { FUNCTION_SETTINGS, parseAdminEmails, readEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 
 const full: Record<string, string> = {
@@ -290,4 +290,23 @@ Deno.test("readEnv: DB_STATEMENT_TIMEOUT_MS and a database URL it cannot use are
       return true;
     },
   );
+});
+
+Deno.test("supabase/functions/.env.example: lists every function setting, commented out, with its default where it has one", async () => {
+  const example = await Deno.readTextFile(
+    new URL("../.env.example", import.meta.url),
+  );
+  assert.ok(!/^[A-Z]/m.test(example), "no setting is set uncommented");
+  // Shown with an example value rather than the default (which is empty).
+  const examples = new Set([
+    "ADMIN_EMAILS",
+    "USERNAME_MATCH_DOMAINS",
+    "PRESENCE_TOKEN_ISSUER",
+  ]);
+  for (const name of FUNCTION_SETTINGS) {
+    const value = new RegExp(`^# ${name}=(.*)$`, "m").exec(example)?.[1];
+    assert.ok(value !== undefined, name);
+    const read = readEnv(from({ ...full, [name]: value }));
+    if (!examples.has(name)) assert.deepEqual(read, readEnv(from(full)), name);
+  }
 });
