@@ -292,6 +292,9 @@ const _ping = (ctx: BenchContext, kind: "es256" | "hs256", c: number) => {
   return pingPass(ctx, ctx.variants.main, kind, c);
 };
 
+const _FLAGS =
+  "Flags: --only=NAMES, --list, --quick, --duration=S, --users=N, --pings=N, --rounds=N, --database-url=URL (docs/performance.md)";
+
 async function main(): Promise<void> {
   const { values: flags } = parseArgs({
     args: Deno.args,
@@ -304,8 +307,10 @@ async function main(): Promise<void> {
       pings: { type: "string" },
       rounds: { type: "string" },
       "database-url": { type: "string" },
+      help: { type: "boolean", default: false },
     },
   });
+  if (flags.help) return console.log(_FLAGS);
   if (flags.list) {
     for (const p of PASSES) {
       console.log(
@@ -431,4 +436,10 @@ const _DEFINITIONS: Record<string, string> = {
     "first seen: every request carries a distinct token the isolate never verified (a cache miss); again: the same tokens once more, no more than the cache holds (each a hit)",
 };
 
-if (import.meta.main) await main();
+if (import.meta.main) {
+  // One line, as npm start prints its failures, not a stack trace.
+  await main().catch((error) => {
+    console.error(`npm run bench failed: ${error?.message ?? error}`);
+    Deno.exit(1);
+  });
+}
