@@ -41,6 +41,7 @@ import {
   findUserByEmail,
   findUserById,
   findUserByTokenHash,
+  insertIdentity,
   iso,
   mergeMetadata,
   msOf,
@@ -751,13 +752,29 @@ async function _complete(
       return { issued: null, type };
     }
     const newEmail = user.email_change ?? "";
-    for (const identity of user.identities ?? []) {
-      if (identity.provider === "email") {
-        await updateIdentityData(tx, identity.id, {
+    // emailChangeVerify: the email identity takes the new address, or is
+    // made for it when the account has none (a phone or OAuth account).
+    const identity = (user.identities ?? []).find((i) =>
+      i.provider === "email"
+    );
+    if (identity) {
+      await updateIdentityData(tx, identity.id, {
+        email: newEmail,
+        email_verified: true,
+      }, now);
+    } else {
+      await insertIdentity(tx, {
+        userId: user.id,
+        provider: "email",
+        providerId: user.id,
+        data: {
           email: newEmail,
           email_verified: true,
-        }, now);
-      }
+          phone_verified: false,
+          sub: user.id,
+        },
+        now,
+      });
     }
     await updateUser(tx, user.id, {
       email: newEmail,

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { isAuthApiError, isAuthWeakPasswordError } from "@supabase/supabase-js";
 import {
+  confirmedUser,
   freshEmail,
   type Harness,
   json,
@@ -267,11 +268,46 @@ Deno.test("auth email: updateUser({ email }) mails both addresses; with confirma
     const me = await h.anon().auth.getUser(second.get("access_token")!);
     assert.equal(me.data.user?.email, next);
     assert.equal(me.data.user?.new_email, undefined);
+    // verify.go emailChangeVerify: the email identity names the new address.
+    assert.deepEqual(
+      me.data.user?.identities?.map((i) => [
+        i.provider,
+        i.identity_data?.email,
+        i.identity_data?.email_verified,
+      ]),
+      [["email", next, true]],
+    );
     const signIn = await h.anon().auth.signInWithPassword({
       email: next,
       password: "secret123",
     });
     assert.equal(signIn.error, null);
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth email: an email change confirmed by an account without an email identity makes one for the new address, as verify.go emailChangeVerify does", async () => {
+  await withHarness(async (h) => {
+    const { email, password, user } = await confirmedUser(h);
+    const client = h.anon();
+    const signedIn = await client.auth.signInWithPassword({ email, password });
+    assert.equal(signedIn.error, null);
+    // What an unlink of the email identity leaves (identity.go).
+    await h.sql`delete from auth.identities
+                where user_id = ${user.id}::uuid and provider = 'email'`;
+    const next = freshEmail("new");
+    assert.equal((await client.auth.updateUser({ email: next })).error, null);
+    await follow(only(h, email, "email_change"));
+    const done = fragment(await follow(only(h, next, "email_change")));
+    const me = await h.anon().auth.getUser(done.get("access_token")!);
+    assert.equal(me.data.user?.email, next);
+    assert.deepEqual(
+      me.data.user?.identities?.map((i) => [
+        i.provider,
+        i.identity_data?.email,
+        i.identity_data?.email_verified,
+      ]),
+      [["email", next, true]],
+    );
   }, { mailerAutoconfirm: false });
 });
 

@@ -25,7 +25,10 @@ export interface Identity {
   readonly email: string | null;
   /** Whether Auth has confirmed the email. */
   readonly emailConfirmed: boolean;
-  /** Whether it confirmed it after mailing a confirmation (`email_proof.ts`). */
+  /**
+   * Whether it confirmed that very address after mailing a confirmation
+   * (`email_proof.ts`).
+   */
   readonly confirmedAfterMail: boolean;
   /**
    * `app_metadata` as Auth reports it: only the service role writes it
@@ -181,10 +184,16 @@ export async function authenticate(
     id: user.id,
     email: user.email ? user.email.toLowerCase() : null,
     emailConfirmed: Boolean(user.email_confirmed_at),
-    confirmedAfterMail: confirmedAfterMail(
-      user.email_confirmed_at,
-      user.confirmation_sent_at,
-    ),
+    confirmedAfterMail: confirmedAfterMail({
+      email: user.email,
+      emailConfirmedAt: user.email_confirmed_at,
+      confirmationSentAt: user.confirmation_sent_at,
+      // Auth's user object carries its identities (loaded with the user).
+      identities: (user.identities ?? []).map((i) => ({
+        provider: i.provider,
+        email: i.identity_data?.email,
+      })),
+    }),
     appMetadata: user.app_metadata ?? {},
   };
 }

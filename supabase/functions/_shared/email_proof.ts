@@ -13,14 +13,27 @@
  * exactly like an account an administrator created confirmed. What does
  * prove it:
  *
- * - a confirmation by mail (a real mail round trip): Auth confirmed the
- *   address after it had mailed a confirmation (sign-up or invite), on a
- *   project that confirms by mail now ({@linkcode confirmedAfterMail}). The
- *   setting alone is not enough: an account a stranger took while
- *   confirmations were off stays confirmed when they are turned on, but
- *   Auth never mailed it a confirmation (`user.Confirm` in `signup.go` sets
- *   `email_confirmed_at` only; `confirmation_sent_at` is written when a
- *   mail is sent, `mail.go`);
+ * - a confirmation by mail (a real mail round trip) of the address the
+ *   account holds now: Auth confirmed the account after it had mailed a
+ *   confirmation (sign-up or invite), the account still has an `email`
+ *   identity for that very address, and the project confirms by mail now
+ *   ({@linkcode confirmedAfterMail}). The setting alone is not enough: an
+ *   account a stranger took while confirmations were off stays confirmed
+ *   when they are turned on, but Auth never mailed it a confirmation
+ *   (`user.Confirm` in `signup.go` sets `email_confirmed_at` only;
+ *   `confirmation_sent_at` is written when a mail is sent, `mail.go`, and
+ *   also when an SMS sign-up code is, `phone.go`). The two times are the
+ *   account's, not the address's: the `email` identity ties them to the
+ *   address (an account with only a phone never has one for an email). Auth writes that identity's address when an
+ *   account signs up or is invited or created with an email, when an email
+ *   change is confirmed by mail (`verify.go` emailChangeVerify), and when
+ *   the admin API sets an email (`admin.go` adminUserUpdate); it deletes
+ *   the identity on unlink, which then promotes another identity's email
+ *   (from an OAuth provider, never mailed) to the account's
+ *   (`UpdateUserEmailFromIdentities`). So an operator or an administrator
+ *   who changes an account's email (admin API, Studio, auth-sync `update`)
+ *   vouches for the new address: the account's earlier mail proof carries
+ *   over to it;
  * - the operator's own word, written where only the service role can
  *   write: {@linkcode stampedByAdmin}, the {@linkcode ADMIN_STAMP} in the
  *   account's `app_metadata`.
@@ -55,7 +68,7 @@ export interface AddressClaim {
   /** Whether Auth has confirmed that email. */
   readonly emailConfirmed: boolean;
   /**
-   * Whether Auth confirmed it after mailing a confirmation
+   * Whether Auth confirmed that very address after mailing a confirmation
    * ({@linkcode confirmedAfterMail}).
    */
   readonly confirmedAfterMail: boolean;
@@ -67,29 +80,74 @@ export interface AddressClaim {
 }
 
 /**
- * Whether Auth confirmed an address after it had mailed a confirmation to
- * it, from the account's `email_confirmed_at` and `confirmation_sent_at`
- * (times or `null`, as `auth.users` and Auth's user object hold them).
- * Auth writes `confirmation_sent_at` only when it sends a sign-up
- * confirmation or an invite (or an operator generates such a link), clears
- * it on every password change (`UpdatePassword`, which also sets an invited
- * user's first password as it confirms), and never writes it when it
- * confirms at once: a sign-up under autoconfirm, an account
- * an administrator created confirmed, or an unconfirmed account handed to
- * whoever signed up first with its address.
+ * What {@linkcode confirmedAfterMail} reads of an account, as `auth.users`
+ * and `auth.identities` hold it and Auth's user object (`getUser`, with its
+ * `identities`) reports it.
+ */
+export interface MailRecord {
+  /** The account's email now, in any case; `null` or absent if none. */
+  readonly email: string | null | undefined;
+  /** `email_confirmed_at` (a time, or `null`). */
+  readonly emailConfirmedAt: string | Date | null | undefined;
+  /** `confirmation_sent_at` (a time, or `null`). */
+  readonly confirmationSentAt: string | Date | null | undefined;
+  /**
+   * The account's identities: each one's `provider` and the `email` of its
+   * `identity_data` (anything, as stored).
+   */
+  readonly identities: readonly {
+    readonly provider: unknown;
+    readonly email: unknown;
+  }[];
+}
+
+/**
+ * Whether Auth confirmed the address the account holds now after it had
+ * mailed a confirmation: the account's `email_confirmed_at` is later than
+ * its `confirmation_sent_at`, and the account has an `email` identity whose
+ * `identity_data.email` is its email (both lower-cased).
+ *
+ * The times are the account's. Auth writes `confirmation_sent_at` when it
+ * sends a sign-up confirmation or an invite (or an operator generates such
+ * a link), and also when it sends an SMS sign-up code (`phone.go`); it
+ * clears it on every password change (`UpdatePassword`, which also sets an
+ * invited user's first password as it confirms), and never writes it when
+ * it confirms at once: a sign-up under autoconfirm, an account an
+ * administrator created confirmed, or an unconfirmed account handed to
+ * whoever signed up first with its address. A later email, set by a path
+ * that mails nothing and keeps both times, would inherit them: the `email`
+ * identity is what ties them to one address. Auth writes its address at
+ * sign-up, invite and admin creation, on an email change confirmed by mail
+ * and on an email set through the admin API (so an operator's change
+ * carries the proof over: the operator vouches for the new address), and
+ * deletes it on unlink, the path by which an OAuth provider's email
+ * becomes the account's. A phone-only account has no `email` identity for
+ * its email, so its SMS code proves no address.
  *
  * @example
  * ```ts
- * confirmedAfterMail("2026-11-24T10:05:00Z", "2026-11-24T10:00:00Z"); // true
- * confirmedAfterMail("2026-11-24T10:00:00Z", null); // false: never mailed
+ * confirmedAfterMail({
+ *   email: "ana@x.io",
+ *   emailConfirmedAt: "2026-11-24T10:05:00Z",
+ *   confirmationSentAt: "2026-11-24T10:00:00Z",
+ *   identities: [{ provider: "email", email: "Ana@x.io" }],
+ * }); // true
+ * confirmedAfterMail({
+ *   email: "boss@x.io", // promoted from an OAuth identity on unlink
+ *   emailConfirmedAt: "2026-11-24T10:05:00Z",
+ *   confirmationSentAt: "2026-11-24T10:00:00Z",
+ *   identities: [{ provider: "github", email: "boss@x.io" }],
+ * }); // false: no mail to that address
  * ```
  */
-export function confirmedAfterMail(
-  emailConfirmedAt: string | Date | null | undefined,
-  confirmationSentAt: string | Date | null | undefined,
-): boolean {
+export function confirmedAfterMail(account: MailRecord): boolean {
+  const { emailConfirmedAt, confirmationSentAt } = account;
   if (!emailConfirmedAt || !confirmationSentAt) return false;
-  return new Date(emailConfirmedAt) > new Date(confirmationSentAt);
+  if (new Date(emailConfirmedAt) <= new Date(confirmationSentAt)) return false;
+  const email = account.email ?? null;
+  return account.identities.some((i) =>
+    i.provider === "email" && _sameAddress(i.email, email)
+  );
 }
 
 /**
@@ -151,6 +209,14 @@ function _names(recorded: unknown, email: string | null): boolean {
   if (email === null || typeof recorded !== "string") return false;
   const wanted = email.trim().toLowerCase();
   return wanted !== "" && recorded.trim().toLowerCase() === wanted;
+}
+
+// Whether an identity's address is the account's: both lower-cased, as
+// Auth's generated `auth.identities.email` column and every comparison of
+// emails here (no trimming: Auth stores what it validated).
+function _sameAddress(identityEmail: unknown, email: string | null): boolean {
+  if (email === null || typeof identityEmail !== "string") return false;
+  return email !== "" && identityEmail.toLowerCase() === email.toLowerCase();
 }
 
 /**

@@ -39,21 +39,104 @@ function settings(autoconfirm: boolean) {
   return s;
 }
 
+// What Auth holds after a sign-up with ana@x.io confirmed by mail.
+const mailedRecord = {
+  email: "ana@x.io",
+  emailConfirmedAt: "2026-11-24T10:05:00.000Z",
+  confirmationSentAt: "2026-11-24T10:00:00.000Z",
+  identities: [{ provider: "email", email: "ana@x.io" }],
+};
+
 Deno.test("confirmedAfterMail: only a confirmation later than the confirmation mail counts", () => {
   const sent = "2026-11-24T10:00:00.000Z";
-  assert.equal(confirmedAfterMail("2026-11-24T10:05:00.000Z", sent), true);
+  const at = (
+    emailConfirmedAt: string | Date | null | undefined,
+    confirmationSentAt: string | Date | null | undefined,
+  ) =>
+    confirmedAfterMail({
+      ...mailedRecord,
+      emailConfirmedAt,
+      confirmationSentAt,
+    });
+  assert.equal(at("2026-11-24T10:05:00.000Z", sent), true);
   // auth.users as postgres.js reads it: Date objects.
-  assert.equal(
-    confirmedAfterMail(new Date("2026-11-24T10:00:01Z"), new Date(sent)),
-    true,
-  );
+  assert.equal(at(new Date("2026-11-24T10:00:01Z"), new Date(sent)), true);
   // Confirmed at once (autoconfirm, an operator's email_confirm, a claimed
   // account): no mail before it, or the mail came after.
-  assert.equal(confirmedAfterMail("2026-11-24T10:05:00.000Z", null), false);
-  assert.equal(confirmedAfterMail(undefined, undefined), false);
-  assert.equal(confirmedAfterMail("2026-11-24T09:00:00.000Z", sent), false);
-  assert.equal(confirmedAfterMail(sent, sent), false);
-  assert.equal(confirmedAfterMail(null, sent), false);
+  assert.equal(at("2026-11-24T10:05:00.000Z", null), false);
+  assert.equal(at(undefined, undefined), false);
+  assert.equal(at("2026-11-24T09:00:00.000Z", sent), false);
+  assert.equal(at(sent, sent), false);
+  assert.equal(at(null, sent), false);
+});
+
+Deno.test("confirmedAfterMail: the mail proves only the address of the account's email identity", () => {
+  assert.equal(confirmedAfterMail(mailedRecord), true);
+  // Case: Auth's identities.email column and the account's are lower-cased
+  // alike; identity_data may hold the address as typed.
+  assert.equal(
+    confirmedAfterMail({
+      ...mailedRecord,
+      email: "Ana@X.io",
+      identities: [{ provider: "email", email: "ANA@x.io" }],
+    }),
+    true,
+  );
+  // Identity unlink (models/user.go UpdateUserEmailFromIdentities): the
+  // email identity is deleted and an OAuth identity's verified email becomes
+  // the account's; both times are kept. That address was never mailed.
+  assert.equal(
+    confirmedAfterMail({
+      ...mailedRecord,
+      email: "boss@x.io",
+      identities: [{ provider: "github", email: "boss@x.io" }],
+    }),
+    false,
+  );
+  // The email identity still names the old address: the account's email was
+  // changed by something that is not Auth's mail or admin path.
+  assert.equal(
+    confirmedAfterMail({ ...mailedRecord, email: "boss@x.io" }),
+    false,
+  );
+  // Identity gone, whatever the account's email.
+  assert.equal(confirmedAfterMail({ ...mailedRecord, identities: [] }), false);
+  // A phone-only account that got an SMS sign-up code (phone.go writes
+  // confirmation_sent_at): no email, or no email identity for it.
+  assert.equal(
+    confirmedAfterMail({
+      ...mailedRecord,
+      email: null,
+      identities: [{ provider: "phone", email: undefined }],
+    }),
+    false,
+  );
+  assert.equal(
+    confirmedAfterMail({
+      ...mailedRecord,
+      identities: [{ provider: "phone", email: "ana@x.io" }],
+    }),
+    false,
+  );
+  // identity_data as stored: anything.
+  assert.equal(
+    confirmedAfterMail({
+      ...mailedRecord,
+      identities: [{ provider: "email", email: 42 }, {
+        provider: "email",
+        email: null,
+      }],
+    }),
+    false,
+  );
+  assert.equal(
+    confirmedAfterMail({
+      ...mailedRecord,
+      email: "",
+      identities: [{ provider: "email", email: "" }],
+    }),
+    false,
+  );
 });
 
 Deno.test("stampedByAdmin: the stamp must name the account's current email, trimmed and case-insensitive", () => {

@@ -11,7 +11,9 @@
  *
  * Emails and usernames compare case-insensitively (`lower()`, the one
  * normalisation used everywhere). A row linked to another identity is never
- * matched by email or username.
+ * matched by email or username. Strategies 2 to 4 use only an email Auth
+ * has confirmed: an account holding an address it never proved (Auth's
+ * identity unlink can leave one, signed in) reaches no row by it.
  *
  * The fourth strategy proves nothing: anyone who can sign up as
  * `bruno@anywhere` would reach the row `bruno`. It is therefore limited to
@@ -19,7 +21,7 @@
  * say), or `*` for a project whose sign-ups are closed.
  *
  * These rules have one home, the database function `presence.match_usuario`
- * (migration `20261124020100_order_presence_record_ping.sql`), which
+ * (migration `20261125010000_match_presence_by_confirmed_email.sql`), which
  * `presence.record_ping` and `presence.reader` call too; this module is how
  * the functions call it.
  *
@@ -80,6 +82,25 @@ export interface MatchedRow {
 }
 
 /**
+ * The email an identity may be matched by when the database function is
+ * given no confirmation of its own: the email once Auth has confirmed it,
+ * else `null` (matches nothing). For `presence.record_ping` called with
+ * what Auth said (presence-ping's slow path), whose `p_email` is this;
+ * every other caller hands `presence.match_usuario` the email and whether
+ * it is confirmed, and the function applies the same rule.
+ *
+ * @example
+ * ```ts
+ * matchableEmail({ email: "ana@x.io", emailConfirmed: false }); // null
+ * ```
+ */
+export function matchableEmail(
+  identity: Pick<Identity, "email" | "emailConfirmed">,
+): string | null {
+  return identity.emailConfirmed ? identity.email : null;
+}
+
+/**
  * Finds the identity's row without changing it, or `null`: one call of
  * `presence.match_usuario`, with the row's `rol`.
  *
@@ -90,7 +111,7 @@ export interface MatchedRow {
  */
 export async function findUsuario(
   sql: Sql,
-  identity: Pick<Identity, "id" | "email">,
+  identity: Pick<Identity, "id" | "email" | "emailConfirmed">,
   rules: MatchRules,
 ): Promise<MatchedRow | null> {
   const rows = await callingDbFunction(
@@ -99,7 +120,7 @@ export async function findUsuario(
       sql<{ id: string; rol: string | null; level: number }[]>`
         select u.id, u.rol, m.level
         from presence.match_usuario(${identity.id}::uuid,
-          lower(${identity.email}::text),
+          lower(${identity.email}::text), ${identity.emailConfirmed}::boolean,
           ${[...rules.usernameDomains]}::text[]) m
         join public.usuarios u on u.id = m.id
       `,

@@ -42,6 +42,16 @@ export interface Accounts {
 // which is also the leading column of its index on lower(email).
 const _INSTANCE_ID = "00000000-0000-0000-0000-000000000000";
 
+// Each account's identities as confirmedAfterMail reads them (provider and
+// identity_data's email), as Auth's user object lists them: a subquery on
+// auth.identities' user_id index.
+function _identities(sql: postgres.ISql) {
+  return sql`coalesce((
+      select jsonb_agg(jsonb_build_object(
+        'provider', i.provider, 'email', i.identity_data ->> 'email'))
+      from auth.identities i where i.user_id = a.id), '[]'::jsonb)`;
+}
+
 /**
  * The accounts with these ids and these (lower-cased) emails, in one
  * statement. A Postgres `Sql` or transaction may be passed.
@@ -68,12 +78,14 @@ export async function findAccounts(
       email: string | null;
       confirmed_at: Date | null;
       mailed_at: Date | null;
+      identities: { provider: unknown; email: unknown }[];
       app_metadata: Record<string, unknown> | null;
     }[]
   >`
     select 'id' as by, a.id::text, lower(a.email) as email,
            a.email_confirmed_at as confirmed_at,
            a.confirmation_sent_at as mailed_at,
+           ${_identities(sql)} as identities,
            a.raw_app_meta_data as app_metadata,
            false as is_sso_user, a.created_at
     from auth.users a
@@ -82,6 +94,7 @@ export async function findAccounts(
     select 'email' as by, a.id::text, lower(a.email) as email,
            a.email_confirmed_at as confirmed_at,
            a.confirmation_sent_at as mailed_at,
+           ${_identities(sql)} as identities,
            a.raw_app_meta_data as app_metadata,
            a.is_sso_user, a.created_at
     from auth.users a
@@ -95,7 +108,12 @@ export async function findAccounts(
       id: row.id,
       email: row.email,
       emailConfirmed: row.confirmed_at !== null,
-      confirmedAfterMail: confirmedAfterMail(row.confirmed_at, row.mailed_at),
+      confirmedAfterMail: confirmedAfterMail({
+        email: row.email,
+        emailConfirmedAt: row.confirmed_at,
+        confirmationSentAt: row.mailed_at,
+        identities: row.identities,
+      }),
       appMetadata: row.app_metadata ?? {},
     };
     if (row.by === "id") byId.set(account.id, account);

@@ -24,6 +24,7 @@ import {
 } from "../_shared/http.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import type { SessionClaims } from "../_shared/jwt_local.ts";
+import { matchableEmail } from "../_shared/match_user.ts";
 import {
   type PingCaller,
   type PresenceResult,
@@ -130,7 +131,7 @@ export function createPresencePing(
       : {
         userId: proof.identity.id,
         sessionId: null,
-        email: proof.identity.email,
+        email: matchableEmail(proof.identity),
       };
     try {
       return await recordPing(sql, caller, state, {

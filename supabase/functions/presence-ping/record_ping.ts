@@ -56,7 +56,10 @@ export interface PingCaller {
    * identity and `email` is what it said.
    */
   readonly sessionId: string | null;
-  /** The email Auth reported (slow path only). */
+  /**
+   * The email Auth reported, only when Auth has confirmed it
+   * (`matchableEmail`, `_shared/match_user.ts`; slow path only).
+   */
   readonly email: string | null;
 }
 

@@ -11,23 +11,29 @@
 // Characters that end an address inside free text. `'`, `+`, `.`, `%` and
 // `!` are left in: they occur in real local parts.
 const _STOP = String.raw`\s<>()[\]{},;:"/\\|`;
+// An `@` as apps also store it: URL-encoded (`%40`) or full-width (`＠`,
+// U+FF20). Neither is deliverable as written, but each reads as an address.
+const _AT = "(?:@|\uFF20|%40)";
+// One character of an address part: not a stop, not an `@` of any form.
+const _PART = `(?:(?!%40)[^${_STOP}@\uFF20])`;
 // `local@domain`, where the domain may itself hold further `@` parts (a
 // quoted local part written unquoted, `a@b@c.io`): all of it goes.
-const _ADDRESS = new RegExp(`([^${_STOP}@]+)(?:@[^${_STOP}@]*)+`, "g");
+const _ADDRESS = new RegExp(`(${_PART}+)(?:${_AT}${_PART}*)+`, "g");
 // What is left of an address whose local part no rule above could find
 // (`"ana b"@corp.test`, `@corp.test`): a dotted domain after an `@`. A
 // handle (`@ana`) has no dot and stays.
-const _DOMAIN = new RegExp(`@[^${_STOP}@]*\\.[^${_STOP}@]*`, "g");
+const _DOMAIN = new RegExp(`${_AT}${_PART}*\\.${_PART}*`, "g");
 
 /**
  * `name` with every address-shaped part reduced to the text before its
- * first `@`; `null` stays `null`.
+ * first `@` (or `%40`, or `＠`); `null` stays `null`.
  *
  * @example
  * ```ts
  * maskUsername("carla@example.com"); // "carla"
  * maskUsername("Elena <elena@corp.test> (@elena)"); // "Elena <elena> (@elena)"
  * maskUsername("elena@corp.test;elena.old@gmail.test"); // "elena;elena.old"
+ * maskUsername("ana%40corp.test"); // "ana"
  * ```
  */
 export function maskUsername(name: string | null): string | null {

@@ -30,18 +30,48 @@ Deno.test("maskUsername: an address with several @ or a quoted local part leaves
   assert.equal(maskUsername("@example.com"), "");
 });
 
+Deno.test("maskUsername: an @ stored URL-encoded (%40) or full-width (U+FF20) masks like @", () => {
+  assert.equal(maskUsername("ana%40corp.test"), "ana");
+  assert.equal(maskUsername("ana\uFF20corp.test"), "ana");
+  assert.equal(maskUsername("Ana <ana%40corp.test>"), "Ana <ana>");
+  assert.equal(
+    maskUsername("a%40x.io;b\uFF20y.io, c@z.io"),
+    "a;b, c",
+  );
+  // Mixed forms in one address, and a % that is not an encoded @.
+  assert.equal(maskUsername("o%27brien%40a\uFF20b.io"), "o%27brien");
+  assert.equal(maskUsername("ana%2Bx%40corp.test"), "ana%2Bx");
+  assert.equal(maskUsername("%40corp.test"), "");
+  assert.equal(maskUsername("\uFF20corp.test"), "");
+});
+
 Deno.test("maskUsername: text without an address is unchanged; null stays null", () => {
-  for (const name of ["diego", "@diego", "Diego (@diego_r)", "", "a @ b"]) {
+  for (
+    const name of [
+      "diego",
+      "@diego",
+      "Diego (@diego_r)",
+      "",
+      "a @ b",
+      "\uFF20diego",
+      "%40diego",
+      "100%",
+      "50% off",
+    ]
+  ) {
     assert.equal(maskUsername(name), name);
   }
   assert.equal(maskUsername(null), null);
 });
 
 Deno.test("maskUsername: no masked name still holds an address", () => {
-  const address = /[^\s<>()[\]{},;:"/\\|@]+@[^\s<>()[\]{},;:"/\\|@]*\./;
+  const address =
+    /[^\s<>()[\]{},;:"/\\|@\uFF20]+(?:@|\uFF20|%40)[^\s<>()[\]{},;:"/\\|@\uFF20]*\./;
   for (
     const name of [
       "x@y.z;w@v.u",
+      "x%40y.z;w\uFF20v.u",
+      "Name <a.b%40c.d> (\uFF20h) / e\uFF20f.g",
       "Name <a.b@c.d> (@h) / e@f.g",
       "a@b@c@d.e",
       "«ana@corp.test»",
