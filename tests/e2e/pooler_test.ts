@@ -32,7 +32,11 @@ import {
 if (Deno.env.get("TEST_DATABASE_URL")) {
   const POOL_SIZE = 2;
   const stack = await startTestStack();
-  const bouncer = await startPgBouncer(stack.dbUrl, { poolSize: POOL_SIZE });
+  const bouncer = await startPgBouncer(stack.dbUrl, { poolSize: POOL_SIZE })
+    .catch(async (error) => {
+      await stack.close();
+      throw error;
+    });
   const pooledUrl = bouncer.pooled(stack.dbUrl);
   // More client connections per function set than the pooler has server
   // connections: requests share them, transaction by transaction.
