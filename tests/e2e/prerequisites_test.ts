@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { clusterUnavailable } from "../../local/testing/cluster.ts";
 import { APP_NODE_MAJOR, appNode } from "../support/node.ts";
+import { pgbouncerPath } from "../support/pgbouncer.ts";
 
 Deno.test("prerequisite: Chromium for the browser tests is installed (CHROMIUM_PATH, default /usr/bin/chromium)", async () => {
   const path = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
@@ -32,6 +33,27 @@ Deno.test("prerequisite: PostgreSQL server programs (initdb) for the run on a re
   if (Deno.env.get("TEST_DATABASE_URL")) return;
   const why = clusterUnavailable();
   assert.equal(why, null, `${why}, or set TEST_DATABASE_URL`);
+});
+
+Deno.test("prerequisite: pgbouncer, the transaction pooler the functions are tested through on PostgreSQL (tests/e2e/pooler_test.ts), is installed (PGBOUNCER_PATH, default /usr/sbin/pgbouncer)", async () => {
+  const path = pgbouncerPath();
+  let version = "";
+  try {
+    const out = await new Deno.Command(path, {
+      args: ["--version"],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    version = new TextDecoder().decode(out.stdout);
+  } catch (error) {
+    assert.fail(
+      `No PgBouncer at ${path} (${
+        (error as Error).message
+      }): install Debian's pgbouncer (apt-get install pgbouncer) or set PGBOUNCER_PATH`,
+    );
+  }
+  assert.match(version, /PgBouncer/, `${path} --version: ${version}`);
 });
 
 for (const [tool, pkg] of [["wrk", "wrk"], ["pgbench", "postgresql"]]) {

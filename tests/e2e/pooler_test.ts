@@ -1,0 +1,559 @@
+/**
+ * The functions through a real transaction pooler, as hosted projects run
+ * them with `PRESENCE_DB_URL` on Supavisor's port 6543: Debian's PgBouncer
+ * in `pool_mode = transaction` with two server connections, shared by
+ * every request of several served function sets (four connections each),
+ * so that one request's transactions run on server connections another
+ * request used just before. Auth keeps its direct connection, as hosted
+ * Auth is not behind the project's pooler.
+ *
+ * Pings (fast path and through Auth, many users and one user's two tabs at
+ * once), presence reads (pages, and changes since a cursor taken on one
+ * server connection and used on another), auth-sync's links and updates
+ * (leases, intents, transactions) and a statement cancelled for its time
+ * all give their real answers and rows; then every server connection the
+ * pooler holds is found with the server's defaults: no session setting, no
+ * advisory lock, no prepared statement, no temporary table left behind.
+ *
+ * PostgreSQL only: PGlite serves one session and no pooler can stand in
+ * front of it.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { call, type Invoked } from "../support/invoke.ts";
+import { startPgBouncer } from "../support/pgbouncer.ts";
+import {
+  servedBehindCountingProxy,
+  startTestStack,
+  type TestUser,
+} from "../support/stack.ts";
+
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  const POOL_SIZE = 2;
+  const stack = await startTestStack();
+  const bouncer = await startPgBouncer(stack.dbUrl, { poolSize: POOL_SIZE })
+    .catch(async (error) => {
+      await stack.close();
+      throw error;
+    });
+  const pooledUrl = bouncer.pooled(stack.dbUrl);
+  // More client connections per function set than the pooler has server
+  // connections: requests share them, transaction by transaction.
+  const POOLED = { PRESENCE_DB_URL: pooledUrl, DB_POOL_MAX: "4" };
+  const fast = await servedBehindCountingProxy(stack, POOLED);
+  const viaAuth = await servedBehindCountingProxy(stack, {
+    ...POOLED,
+    PRESENCE_VERIFY: "auth",
+  });
+  const hasty = await stack.withFunctionEnv({
+    ...POOLED,
+    DB_STATEMENT_TIMEOUT_MS: "300",
+  });
+
+  const unique = (p: string) => `${p}-${crypto.randomUUID().slice(0, 8)}`;
+
+  const post = (
+    apiUrl: string,
+    name: string,
+    token: string,
+    body: unknown,
+  ): Promise<Invoked> =>
+    call(apiUrl, name, {
+      headers: {
+        Authorization: `Bearer ${token}`,
+        "Content-Type": "application/json",
+      },
+      body: JSON.stringify(body),
+      // A request stuck on a wedged pooler connection fails its test
+      // instead of holding the run.
+      signal: AbortSignal.timeout(30_000),
+    });
+
+  const member = (row: Record<string, unknown> = {}) =>
+    stack.createUser({
+      row: { auth_user_id: true, nombre_usuario: unique("p"), ...row },
+    });
+
+  /** Another signed-in session of `u`: a second tab. */
+  const secondTab = async (u: TestUser): Promise<string> => {
+    const { data, error } = await stack.anon().auth.signInWithPassword({
+      email: u.email,
+      password: u.password,
+    });
+    if (error) throw error;
+    return data.session.access_token;
+  };
+
+  const stored = async (id: number) => {
+    const [r] = await stack.sql`
+      select presence_state, ultimo_acceso, nombre_usuario, correo,
+             auth_user_id::text
+      from public.usuarios where id = ${id}`;
+    return {
+      state: r.presence_state as string,
+      at: (r.ultimo_acceso as Date | null)?.toISOString() ?? null,
+      name: r.nombre_usuario as string | null,
+      correo: r.correo as string | null,
+      auth: r.auth_user_id as string | null,
+    };
+  };
+
+  /** Pings `states` in order as `token`; every answer 200 for `rowId`. */
+  const pingInTurn = async (
+    apiUrl: string,
+    token: string,
+    rowId: number,
+    states: string[],
+  ): Promise<Invoked[]> => {
+    const out = [];
+    for (const state of states) {
+      const res = await post(apiUrl, "presence-ping", token, { state });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.user.id, rowId);
+      assert.equal(res.body.user.presence_state, state);
+      out.push(res);
+    }
+    return out;
+  };
+
+  e2eTest(
+    "pooler: presence-ping online and offline, on the fast path and through Auth, many users and one user's two tabs at once, lands every ping",
+    async () => {
+      const users = await Promise.all([1, 2, 3, 4, 5, 6].map(() => member()));
+      const twoTabs = await member();
+      const tabB = await secondTab(twoTabs);
+      const states = ["online", "offline", "online", "offline", "online"];
+      fast.calls.clear();
+      viaAuth.calls.clear();
+      const [runs, tabs] = await Promise.all([
+        Promise.all(users.map((u, i) =>
+          pingInTurn(
+            (i % 2 ? viaAuth : fast).served.apiUrl,
+            u.token,
+            u.rowId!,
+            states,
+          )
+        )),
+        Promise.all([
+          [twoTabs.token, fast, "online"],
+          [tabB, viaAuth, "offline"],
+          [twoTabs.token, viaAuth, "offline"],
+          [tabB, fast, "online"],
+        ].map(([token, served, state]) =>
+          post(
+            (served as typeof fast).served.apiUrl,
+            "presence-ping",
+            token as string,
+            { state },
+          )
+        )),
+      ]);
+      for (const [i, u] of users.entries()) {
+        const last = runs[i].at(-1)!.body.user;
+        assert.deepEqual(
+          await stored(u.rowId!).then(({ state, at }) => ({ state, at })),
+          { state: last.presence_state, at: last.ultimo_acceso },
+        );
+      }
+      // The two tabs' pings landed in some order; the row is the answer of
+      // the one stored last, which carries the latest time.
+      for (const res of tabs) {
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.equal(res.body.user.id, twoTabs.rowId);
+      }
+      const latest = tabs.map((r) => r.body.user).sort((a, b) =>
+        a.ultimo_acceso.localeCompare(b.ultimo_acceso)
+      ).at(-1);
+      const row = await stored(twoTabs.rowId!);
+      assert.equal(row.at, latest.ultimo_acceso);
+      assert.ok(
+        tabs.some((r) =>
+          r.body.user.ultimo_acceso === row.at &&
+          r.body.user.presence_state === row.state
+        ),
+        `the row ${JSON.stringify(row)} is one of the answers`,
+      );
+      // The requests' client connections shared the pooler's two.
+      assert.ok(await bouncer.clients() > POOL_SIZE);
+      // The fast path checked its tokens itself; the other asked Auth.
+      assert.equal(fast.calls.get("/auth/v1/user") ?? 0, 0);
+      assert.ok((viaAuth.calls.get("/auth/v1/user") ?? 0) >= 3 * 5);
+    },
+  );
+
+  /** Every page of one read as `token`, and the first page's cursor. */
+  const readAll = async (token: string, body: Record<string, unknown>) => {
+    const items: { id: number; presence_state: string }[] = [];
+    let cursor = "";
+    let after: number | null = 0;
+    let pages = 0;
+    while (after !== null) {
+      const res = await post(fast.served.apiUrl, "presence", token, {
+        ...body,
+        after_id: after,
+        limit: 2,
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.resync, false);
+      cursor ||= res.body.cursor;
+      items.push(...res.body.users);
+      after = res.body.next_after_id;
+      pages++;
+    }
+    return { items, cursor, pages };
+  };
+
+  e2eTest(
+    "pooler: presence reads every page, several readers at once, and a cursor taken on one server connection gives exactly the changes since on another",
+    async () => {
+      const users = await Promise.all([1, 2, 3, 4, 5].map(() => member()));
+      await Promise.all(
+        users.map((u) =>
+          post(fast.served.apiUrl, "presence-ping", u.token, {
+            state: "online",
+          })
+        ),
+      );
+      const table = await stack.sql`
+        select id, presence_state from public.usuarios order by id`;
+      const reads = await Promise.all(
+        users.map((u) => readAll(u.token, {})),
+      );
+      for (const read of reads) {
+        assert.deepEqual(
+          read.items.map((i) => ({ id: i.id, state: i.presence_state })),
+          table.map((r) => ({ id: Number(r.id), state: r.presence_state })),
+        );
+        assert.ok(read.pages >= 3);
+      }
+      const { cursor } = reads[0];
+      // The server connections the cursor's read may have used are closed:
+      // what follows runs on new ones.
+      const before = new Set((await bouncer.servers()).map((s) => s.pid));
+      await bouncer.reconnect();
+      const moved = [users[1], users[3]].sort((a, b) => a.rowId! - b.rowId!);
+      for (const u of moved) {
+        const res = await post(fast.served.apiUrl, "presence-ping", u.token, {
+          state: "offline",
+        });
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+      }
+      const delta = await readAll(users[0].token, { cursor });
+      assert.deepEqual(
+        delta.items.map((i) => [i.id, i.presence_state]),
+        moved.map((u) => [u.rowId, "offline"]),
+      );
+      const now = (await bouncer.servers()).map((s) => s.pid);
+      assert.ok(now.length > 0);
+      assert.deepEqual(now.filter((pid) => before.has(pid)), []);
+      // Nothing changed since the delta's own cursor.
+      const none = await readAll(users[2].token, { cursor: delta.cursor });
+      assert.deepEqual(none.items, []);
+    },
+  );
+
+  e2eTest(
+    "pooler: auth-sync links rows and changes an email, a password and usernames, several at once and one row twice, with every lease released and every intent settled",
+    async () => {
+      const admin = await member({ rol: "admin" });
+      // Rows to link: their correo is a confirmed account's email, vouched
+      // for by the operator.
+      const toLink = await Promise.all([1, 2, 3].map(() => {
+        const email = `${unique("link")}@test.local`;
+        return stack.createUser({
+          email,
+          adminVerified: true,
+          row: { correo: email },
+        });
+      }));
+      const [byEmail, byPassword, byName, twice] = await Promise.all(
+        [1, 2, 3, 4].map(() => {
+          const email = `${unique("upd")}@test.local`;
+          return stack.createUser({
+            email,
+            row: { auth_user_id: true, correo: email },
+          });
+        }),
+      );
+      const newEmail = `${unique("moved")}@test.local`;
+      const newPassword = `pw-${crypto.randomUUID()}`;
+      const newName = unique("name");
+      const names = [unique("first"), unique("second")];
+      const sync = (body: unknown) =>
+        post(fast.served.apiUrl, "auth-sync", admin.token, body);
+      const update = (body: Record<string, unknown>) =>
+        sync({ action: "update", ...body });
+      const [linked, email, password, name, ...both] = await Promise.all([
+        sync({ action: "sync", ids: toLink.map((u) => u.rowId) }),
+        update({ id: byEmail.rowId, email: newEmail }),
+        update({ id: byPassword.rowId, password: newPassword }),
+        update({ id: byName.rowId, nombre_usuario: newName }),
+        ...names.map((n) => update({ id: twice.rowId, nombre_usuario: n })),
+      ]);
+      assert.equal(linked.status, 200, JSON.stringify(linked.body));
+      toLink.sort((a, b) => a.rowId! - b.rowId!);
+      assert.deepEqual(
+        [...linked.body.results].sort((a, b) => a.id - b.id),
+        toLink.map((u) => ({
+          id: u.rowId,
+          status: "linked",
+          auth_user_id: u.id,
+        })),
+      );
+      for (const u of toLink) assert.equal((await stored(u.rowId!)).auth, u.id);
+
+      assert.equal(email.status, 200, JSON.stringify(email.body));
+      assert.deepEqual(email.body.changed, ["email"]);
+      assert.equal((await stored(byEmail.rowId!)).correo, newEmail);
+      const account = await stack.admin().auth.admin.getUserById(byEmail.id);
+      assert.equal(account.data.user?.email, newEmail);
+
+      assert.equal(password.status, 200, JSON.stringify(password.body));
+      assert.deepEqual(password.body.changed, ["password"]);
+      const signIn = await stack.anon().auth.signInWithPassword({
+        email: byPassword.email,
+        password: newPassword,
+      });
+      assert.equal(signIn.error, null);
+
+      assert.equal(name.status, 200, JSON.stringify(name.body));
+      assert.equal(name.body.user.nombre_usuario, newName);
+      assert.equal((await stored(byName.rowId!)).name, newName);
+
+      // One row updated twice at once: the lease lets one in at a time, so
+      // both land, and the row holds the one that landed last.
+      for (const res of both) {
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+      }
+      assert.ok(names.includes((await stored(twice.rowId!)).name!));
+
+      const targets = [byEmail, byPassword, byName, twice].map((u) => u.rowId);
+      const [{ leases }] = await stack.sql`
+        select count(*)::int as leases from public.auth_sync_leases`;
+      assert.equal(leases, 0);
+      const intents = await stack.sql`
+        select target_id, outcome from public.auth_sync_intents
+        where target_id = any(${targets}::bigint[]) order by target_id`;
+      const byTarget = (a: unknown[], b: unknown[]) =>
+        Number(a[0]) - Number(b[0]);
+      assert.deepEqual(
+        intents.map((i) => [Number(i.target_id), i.outcome]),
+        [[byEmail.rowId, "applied"], [byPassword.rowId, "applied"]].sort(
+          byTarget,
+        ),
+      );
+      const audit = await stack.sql`
+        select target_id, outcome from public.auth_sync_audit
+        where target_id = any(${targets}::bigint[]) order by target_id, id`;
+      assert.deepEqual(
+        audit.map((a) => [Number(a.target_id), a.outcome]),
+        [
+          [byEmail.rowId, "ok"],
+          [byPassword.rowId, "ok"],
+          [byName.rowId, "ok"],
+          [twice.rowId, "ok"],
+          [twice.rowId, "ok"],
+        ].sort(byTarget),
+      );
+    },
+  );
+
+  e2eTest(
+    "pooler: a ping still running after DB_STATEMENT_TIMEOUT_MS is cancelled on its server connection (503 db_timeout) while other pings land",
+    async () => {
+      const slow = await member({ nombre_usuario: unique("slow") });
+      const others = await Promise.all([1, 2, 3].map(() => member()));
+      // A trigger that holds the slow user's update for 30 s: only a cancel
+      // that reaches the server connection running it ends it sooner.
+      await stack.sql.unsafe(`
+        create function public.test_pooler_slow() returns trigger
+        language plpgsql as $$
+        begin
+          if new.nombre_usuario like 'slow-%' then
+            perform pg_sleep(30);
+          end if;
+          return new;
+        end $$;
+        create trigger test_pooler_slow before update on public.usuarios
+          for each row execute function public.test_pooler_slow();
+      `);
+      try {
+        const [late, ...onTime] = await Promise.all([
+          post(hasty.apiUrl, "presence-ping", slow.token, {}),
+          ...others.map((u) =>
+            post(hasty.apiUrl, "presence-ping", u.token, { state: "offline" })
+          ),
+        ]);
+        assert.equal(late.status, 503, JSON.stringify(late.body));
+        assert.equal(late.body.code, "db_timeout");
+        assert.equal(late.headers.get("retry-after"), "1");
+        assert.equal(late.body.error, "statement timeout (SQLSTATE 57014)");
+        for (const [i, res] of onTime.entries()) {
+          assert.equal(res.status, 200, JSON.stringify(res.body));
+          assert.equal(res.body.user.id, others[i].rowId);
+          assert.equal(res.body.user.presence_state, "offline");
+          assert.deepEqual(
+            await stored(others[i].rowId!).then((r) => r.at),
+            res.body.user.ultimo_acceso,
+          );
+        }
+        // The server stopped the statement: no sleep left running.
+        const until = Date.now() + 5_000;
+        for (;;) {
+          const [{ n }] = await stack.sql`
+            select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and state = 'active'
+              and query like '%record_ping%' and pid <> pg_backend_pid()`;
+          if (n === 0) break;
+          assert.ok(Date.now() < until, "the cancelled ping still runs");
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.equal((await stored(slow.rowId!)).at, null);
+      } finally {
+        await stack.sql.unsafe(`
+          drop trigger test_pooler_slow on public.usuarios;
+          drop function public.test_pooler_slow();
+        `);
+      }
+      // The pool serves the same user again once the statement is fast.
+      const again = await post(hasty.apiUrl, "presence-ping", slow.token, {});
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+    },
+  );
+
+  e2eTest(
+    "pooler: a ping queued in the pooler while every server connection is busy is answered 503 db_timeout once its cancel goes unanswered, and the pool serves again",
+    async () => {
+      const u = await member();
+      // Every server connection held by a transaction of another client of
+      // the pooler: the ping's statement waits in PgBouncer's queue, where
+      // a cancel request is dropped (only a statement on a server
+      // connection can be cancelled).
+      const hog = postgres(pooledUrl, {
+        max: POOL_SIZE,
+        prepare: false,
+        onnotice: () => {},
+      });
+      try {
+        let arrived = 0;
+        let release = () => {};
+        const all = new Promise<void>((r) => release = r);
+        let free = () => {};
+        const freed = new Promise<void>((r) => free = r);
+        const holding = Promise.all(
+          Array.from({ length: POOL_SIZE }, () =>
+            hog.begin(async (tx) => {
+              await tx`select 1`;
+              if (++arrived === POOL_SIZE) release();
+              await freed;
+            })),
+        );
+        await all;
+        const res = await post(hasty.apiUrl, "presence-ping", u.token, {
+          state: "offline",
+        });
+        assert.equal(res.status, 503, JSON.stringify(res.body));
+        assert.equal(res.body.code, "db_timeout");
+        assert.equal(res.body.error, "statement timeout (SQLSTATE 57014)");
+        assert.equal((await stored(u.rowId!)).at, null);
+        free();
+        await holding;
+      } finally {
+        await hog.end();
+      }
+      // Once a server connection is free the queued statement runs after
+      // all: the ping lands late, as the client's retry would have
+      // (docs/reliability.md, "Database timeouts").
+      const until = Date.now() + 5_000;
+      while ((await stored(u.rowId!)).at === null) {
+        assert.ok(Date.now() < until, "the queued ping never ran");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal((await stored(u.rowId!)).state, "offline");
+      const again = await post(hasty.apiUrl, "presence-ping", u.token, {});
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      assert.equal(again.body.user.presence_state, "online");
+      assert.equal((await stored(u.rowId!)).state, "online");
+    },
+  );
+
+  e2eTest(
+    "pooler: after every run, each server connection the pooler holds has the server's defaults: no session setting, advisory lock, prepared statement or temporary table left",
+    async () => {
+      const state = (sql: postgres.TransactionSql | postgres.Sql) =>
+        sql`
+          select pg_backend_pid() as pid,
+                 current_setting('statement_timeout') as statement_timeout,
+                 current_setting('lock_timeout') as lock_timeout,
+                 current_setting('search_path') as search_path,
+                 current_setting('idle_in_transaction_session_timeout')
+                   as idle_timeout,
+                 (select count(*)::int from pg_locks
+                  where locktype = 'advisory' and pid = pg_backend_pid())
+                   as advisory_locks,
+                 (select count(*)::int from pg_prepared_statements)
+                   as prepared,
+                 pg_my_temp_schema() <> 0 as temp_schema`;
+      // A session that never went through the pooler: the defaults.
+      const direct = postgres(stack.dbUrl, {
+        max: 1,
+        prepare: false,
+        onnotice: () => {},
+      });
+      const plain = postgres(pooledUrl, {
+        max: POOL_SIZE,
+        prepare: false,
+        onnotice: () => {},
+      });
+      try {
+        const [defaults] = await state(direct);
+        const expected = { ...defaults, pid: 0 };
+        // As many transactions open at once as the pool has connections:
+        // each holds its own, so together they see every one.
+        let arrived = 0;
+        let release = () => {};
+        const all = new Promise<void>((r) => release = r);
+        const seen = await Promise.all(
+          Array.from({ length: POOL_SIZE }, () =>
+            plain.begin(async (tx) => {
+              const [row] = await state(tx);
+              if (++arrived === POOL_SIZE) release();
+              await all;
+              return row;
+            })),
+        );
+        for (const row of seen) {
+          assert.deepEqual({ ...row, pid: 0 }, expected, `pid ${row.pid}`);
+        }
+        const pids = seen.map((r) => r.pid).sort();
+        assert.equal(new Set(pids).size, POOL_SIZE);
+        assert.deepEqual(
+          (await bouncer.servers()).map((s) => s.pid).sort(),
+          pids,
+        );
+        const [{ advisory }] = await direct`
+          select count(*)::int as advisory from pg_locks
+          where locktype = 'advisory'`;
+        assert.equal(advisory, 0);
+      } finally {
+        await plain.end();
+        await direct.end();
+      }
+    },
+  );
+
+  e2eTest("pooler: the served functions and PgBouncer stop", async () => {
+    for (const { served, proxy } of [fast, viaAuth]) {
+      await served.close();
+      await proxy.shutdown();
+    }
+    await hasty.close();
+    await bouncer.close();
+    const probe = postgres(pooledUrl, { max: 1, connect_timeout: 2 });
+    await assert.rejects(probe`select 1`);
+    await probe.end();
+  });
+
+  closeStackAfterAll("pooler", stack);
+}
