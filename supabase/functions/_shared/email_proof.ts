@@ -24,8 +24,9 @@
  *   `confirmation_sent_at` is written when a mail is sent, `mail.go`, and
  *   also when an SMS sign-up code is, `phone.go`). The two times are the
  *   account's, not the address's: the `email` identity ties them to the
- *   address (an account with only a phone never has one for an email). Auth writes that identity's address when an
- *   account signs up or is invited or created with an email, when an email
+ *   address (an account with only a phone never has one for an email).
+ *   Auth writes that identity's address when an account signs up or is
+ *   invited or created with an email, when an email
  *   change is confirmed by mail (`verify.go` emailChangeVerify), and when
  *   the admin API sets an email (`admin.go` adminUserUpdate); it deletes
  *   the identity on unlink, which then promotes another identity's email
