@@ -335,6 +335,43 @@ revoke execute on function presence.record_ping(uuid, uuid, text, text, text[], 
 grant execute on function presence.record_ping(uuid, uuid, text, text, text[], integer)
   to service_role, postgres;
 
--- Nothing calls the unchecked signature any more (reader and record_ping
--- above, findUsuario since this migration).
-drop function if exists presence.match_usuario(uuid, text, text[]);
+-- The earlier signature stays for the functions deployed before this
+-- migration: `supabase db push` comes before `supabase functions deploy`,
+-- and in between their findUsuario (the presence read's and auth-sync's
+-- lookup of the caller) still calls it. Those callers do not say whether
+-- the email is confirmed: it is read from auth.users, the account's own
+-- email confirmed. Nothing of this repository calls it any more; a later
+-- migration may drop it.
+create or replace function presence.match_usuario(
+  p_user_id uuid,
+  p_email text,
+  p_username_domains text[],
+  out id bigint,
+  out level integer
+)
+language sql
+stable
+security invoker
+set search_path = ''
+as $$
+  select m.id, m.level
+  from presence.match_usuario(
+    p_user_id,
+    p_email,
+    exists (
+      select 1 from auth.users au
+      where au.id = p_user_id
+        and au.email_confirmed_at is not null
+        and pg_catalog.lower(au.email::text) = p_email
+    ),
+    p_username_domains
+  ) m
+$$;
+
+comment on function presence.match_usuario(uuid, text, text[]) is
+  'For functions deployed before 20261125010000 only: presence.match_usuario with the email counted as confirmed when auth.users holds it confirmed for that account.';
+
+revoke execute on function presence.match_usuario(uuid, text, text[])
+  from public, anon, authenticated;
+grant execute on function presence.match_usuario(uuid, text, text[])
+  to service_role, postgres;

@@ -382,6 +382,7 @@ e2eTest(
       ["live_session", null],
       ["log_usuarios_changes", null],
       ["match_usuario", null],
+      ["match_usuario", null],
       ["reader", "lock_timeout=1s"],
       ["record_ping", "lock_timeout=1s"],
       ["rights_writable_by", null],

@@ -91,6 +91,37 @@ for (const [strategy, rowFor] of strategies) {
   );
 }
 
+e2eTest(
+  "presence matching: the earlier match_usuario signature, which functions deployed before 20261125010000 call until they are deployed again, still matches a confirmed email and not an unconfirmed one",
+  async () => {
+    const victim = `old-${crypto.randomUUID().slice(0, 8)}@corp.test`;
+    const [row] = await stack.sql`
+      insert into public.usuarios (correo) values (${victim}) returning id`;
+    const pest = await stack.createUser();
+    const oldCall = async () =>
+      (await stack.sql`
+        select id, level from presence.match_usuario(
+          ${pest.id}::uuid, ${victim}::text, '{}'::text[])`)[0];
+    await stack.sql`update auth.users
+                    set email = ${victim}, email_confirmed_at = null
+                    where id = ${pest.id}::uuid`;
+    assert.deepEqual({ ...await oldCall() }, { id: null, level: null });
+    await stack.sql`update auth.users set email_confirmed_at = now()
+                    where id = ${pest.id}::uuid`;
+    assert.deepEqual({ ...await oldCall() }, { id: row.id, level: 2 });
+    // Another account's confirmed email proves nothing for this one.
+    const other = await stack.createUser();
+    assert.deepEqual(
+      {
+        ...(await stack.sql`
+          select id from presence.match_usuario(
+            ${other.id}::uuid, ${victim}::text, '{}'::text[])`)[0],
+      },
+      { id: null },
+    );
+  },
+);
+
 e2eTest("presence matching: the counting proxy shuts down", async () => {
   await local.served.close();
   await local.proxy.shutdown();
