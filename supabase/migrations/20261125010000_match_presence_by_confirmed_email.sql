@@ -8,8 +8,9 @@
 -- changes: Auth confirms every address at sign-up.
 --
 -- The rule has one home, match_usuario, which takes whether the email is
--- confirmed as a parameter of its own (a new signature; the old one is
--- dropped, so that nothing calls it unchecked). Its callers feed it:
+-- confirmed as a parameter of its own (a new signature; the old one stays,
+-- at the end, as a wrapper that reads the confirmation from auth.users, for
+-- functions deployed before this migration). Its callers feed it:
 -- presence.reader and the fast path of presence.record_ping with what
 -- presence.live_session reads from auth.users; the functions' findUsuario
 -- with what Auth said (_shared/match_user.ts). The slow path of record_ping

@@ -106,6 +106,38 @@ e2eTest(
         ["authenticated"],
       ],
       [
+        "RLS off, update of correo alone granted (an unlinked row's link)",
+        [
+          "alter table public.usuarios disable row level security",
+          "grant update (correo) on public.usuarios to authenticated",
+        ],
+        ["authenticated"],
+      ],
+      [
+        "a plain view over rol (its owner's rights), update granted",
+        [
+          "create view public.perfil as select id, rol from public.usuarios",
+          "grant select, update on public.perfil to authenticated",
+        ],
+        ["authenticated"],
+      ],
+      [
+        "the same view with security_invoker (the table's rules apply)",
+        [
+          "create view public.perfil with (security_invoker = true) as select id, rol from public.usuarios",
+          "grant select, update on public.perfil to authenticated",
+        ],
+        [],
+      ],
+      [
+        "a plain view without the three columns",
+        [
+          "create view public.perfil as select id, nombre_usuario from public.usuarios",
+          "grant select, update on public.perfil to anon, authenticated",
+        ],
+        [],
+      ],
+      [
         "RLS off, only select granted",
         [
           "alter table public.usuarios disable row level security",
@@ -139,7 +171,7 @@ e2eTest(
     const victim = await stack.createUser({ row: { auth_user_id: true } });
     assert.equal((await setPassword(boss, victim)).status, 200);
 
-    // The common profile setup: a table grant and an own-row policy.
+    // The common profile setup: a table grant and own-row policies.
     await sql`grant select, update on public.usuarios to authenticated`;
     await sql`create policy own_row_update on public.usuarios for update
               to authenticated using (auth_user_id = auth.uid())`;
@@ -166,13 +198,15 @@ e2eTest(
       const line = JSON.parse(byPest.refusedRol[0]);
       assert.equal(line.level, "error");
       assert.deepEqual(line.roles, ["authenticated"]);
-      assert.match(line.hint, /revoke insert, update on public\.usuarios/);
+      assert.match(line.hint, /docs\/security\.md/);
       // Fail closed: the real administrator too.
       const byBoss = await setPassword(boss, victim);
       assert.deepEqual([byBoss.status, byBoss.code], [403, "admin_required"]);
 
-      // The operator's fix, as docs/security.md gives it.
-      await sql`revoke insert, update on public.usuarios from anon, authenticated`;
+      // The operator's fix, as docs/security.md gives it (RLS stays on, the
+      // own-row policy stays).
+      await sql`revoke insert, update on public.usuarios
+                from public, anon, authenticated`;
       await sql`grant update (nombre_usuario) on public.usuarios to authenticated`;
       await sql`update public.usuarios set rol = 'usuario'
                 where id = ${pest.rowId!}`;

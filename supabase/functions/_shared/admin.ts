@@ -42,9 +42,9 @@ export interface AdminPolicy {
    */
   readonly autoconfirm: () => Promise<boolean>;
   /**
-   * The Data API roles that could write `usuarios.rol` or `auth_user_id`
-   * ({@linkcode rightsWritableBy}); asked only for a linked row whose `rol`
-   * would grant rights. While it names one, `rol` grants none.
+   * The Data API roles that could write `usuarios.rol`, `auth_user_id` or
+   * `correo` ({@linkcode rightsWritableBy}); asked only for a linked row
+   * whose `rol` would grant rights. While it names one, `rol` grants none.
    */
   readonly rolWritableBy: () => Promise<readonly string[]>;
 }
@@ -82,8 +82,9 @@ const _WRITABLE = Symbol("rights writable by");
 
 /**
  * The Data API roles (`anon`, `authenticated`) that could write the columns
- * rights are read from (`usuarios.rol`, `auth_user_id`), by their grants and
- * the table's row level security: the database function
+ * rights and links are read from (`usuarios.rol`, `auth_user_id`, `correo`),
+ * by their grants, the table's row level security and owner-rights views:
+ * the database function
  * `presence.rights_writable_by()` (migration
  * `20261125000000_create_presence_rights_writable_by.sql`), kept per pool
  * for {@linkcode RIGHTS_CHECK_TTL_MS}. While it names a role, logged at
@@ -115,7 +116,7 @@ export async function rightsWritableBy(
       code: "rights_writable",
       roles,
       hint:
-        "these roles can write usuarios.rol or auth_user_id through the Data API: revoke insert, update on public.usuarios from anon, authenticated, then grant update on the columns users may change (docs/security.md, Administrator rights)",
+        "these roles can write usuarios.rol, auth_user_id or correo through the Data API; docs/security.md, Administrator rights, has the statements that take the write away",
     });
   }
   return roles;
@@ -125,13 +126,14 @@ export async function rightsWritableBy(
  * Whether the identity is an administrator, proven one of two ways:
  *
  * - its row is linked to it by `auth_user_id` and has an administrator
- *   `rol`, on a table whose `rol` and `auth_user_id` no Data API role can
- *   write (`policy.rolWritableBy`: else any user could give themselves the
- *   role). A row matched by `correo` or `nombre_usuario` never grants
- *   rights: with confirmations off (`supabase start`'s default) anyone can
- *   sign up with an address that is on a row, and on a table without
- *   `auth_user_id` there is no link to prove ownership at all, so there only
- *   `ADMIN_EMAILS` makes administrators;
+ *   `rol`, on a table whose `rol`, `auth_user_id` and `correo` no Data API
+ *   role can write (`policy.rolWritableBy`: else any user could give
+ *   themselves the role, or the link to a row that has it). A row matched
+ *   by `correo` or `nombre_usuario` never grants rights: with confirmations
+ *   off (`supabase start`'s default) anyone can sign up with an address
+ *   that is on a row, and on a table without `auth_user_id` there is no
+ *   link to prove ownership at all, so there only `ADMIN_EMAILS` makes
+ *   administrators;
  * - its email is listed in `ADMIN_EMAILS` (with or without a row) and it
  *   has proven it owns that mailbox (`email_proof.ts`
  *   {@linkcode ownsAddress}): an operator stamped the address in the
