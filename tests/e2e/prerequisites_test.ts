@@ -8,9 +8,15 @@ import { clusterUnavailable } from "../../local/testing/cluster.ts";
 import { APP_NODE_MAJOR, appNode } from "../support/node.ts";
 import { pgbouncerPath } from "../support/pgbouncer.ts";
 
-Deno.test("prerequisite: Chromium for the browser tests is installed (CHROMIUM_PATH, default /usr/bin/chromium)", async () => {
-  const path = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
-  let version = "";
+/**
+ * `path --version`'s output, or a failure naming the Debian package to
+ * install (and the setting that points elsewhere, if any).
+ */
+async function _version(
+  path: string,
+  pkg: string,
+  setting?: string,
+): Promise<string> {
   try {
     const out = await new Deno.Command(path, {
       args: ["--version"],
@@ -18,14 +24,21 @@ Deno.test("prerequisite: Chromium for the browser tests is installed (CHROMIUM_P
       stdout: "piped",
       stderr: "null",
     }).output();
-    version = new TextDecoder().decode(out.stdout);
+    return new TextDecoder().decode(out.stdout);
   } catch (error) {
     assert.fail(
-      `No Chromium at ${path} (${
+      `No ${path} (${
         (error as Error).message
-      }): install Debian's chromium (apt-get install chromium) or set CHROMIUM_PATH`,
+      }): install Debian's ${pkg} (apt-get install ${pkg})${
+        setting ? ` or set ${setting}` : ""
+      }`,
     );
   }
+}
+
+Deno.test("prerequisite: Chromium for the browser tests is installed (CHROMIUM_PATH, default /usr/bin/chromium)", async () => {
+  const path = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
+  const version = await _version(path, "chromium", "CHROMIUM_PATH");
   assert.match(version, /Chromium|Chrome/, `${path} --version: ${version}`);
 });
 
@@ -37,40 +50,13 @@ Deno.test("prerequisite: PostgreSQL server programs (initdb) for the run on a re
 
 Deno.test("prerequisite: pgbouncer, the transaction pooler the functions are tested through on PostgreSQL (tests/e2e/pooler_test.ts), is installed (PGBOUNCER_PATH, default /usr/sbin/pgbouncer)", async () => {
   const path = pgbouncerPath();
-  let version = "";
-  try {
-    const out = await new Deno.Command(path, {
-      args: ["--version"],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    version = new TextDecoder().decode(out.stdout);
-  } catch (error) {
-    assert.fail(
-      `No PgBouncer at ${path} (${
-        (error as Error).message
-      }): install Debian's pgbouncer (apt-get install pgbouncer) or set PGBOUNCER_PATH`,
-    );
-  }
+  const version = await _version(path, "pgbouncer", "PGBOUNCER_PATH");
   assert.match(version, /PgBouncer/, `${path} --version: ${version}`);
 });
 
 for (const [tool, pkg] of [["wrk", "wrk"], ["pgbench", "postgresql"]]) {
   Deno.test(`prerequisite: ${tool}, for the benchmark's tests (bench/), is installed`, async () => {
-    try {
-      await new Deno.Command(tool, {
-        args: ["--version"],
-        stdout: "null",
-        stderr: "null",
-      }).output();
-    } catch (error) {
-      assert.fail(
-        `No ${tool} on the PATH (${
-          (error as Error).message
-        }): install Debian's ${pkg} (apt-get install ${pkg})`,
-      );
-    }
+    await _version(tool, pkg);
   });
 }
 
