@@ -55,6 +55,7 @@ import {
   mergeMetadata,
   NIL_UUID,
   phoneTaken,
+  setEmailIdentity,
   setIdentityProviderId,
   setPassword,
   updateIdentityData,
@@ -412,28 +413,7 @@ async function _update(
         await deleteUserSessions(tx, user.id);
       }
       if (email !== null) {
-        const identity = (user.identities ?? []).find((i) =>
-          i.provider === "email"
-        );
-        if (identity) {
-          await updateIdentityData(tx, identity.id, {
-            email,
-            email_verified: p.emailConfirm,
-          }, now);
-        } else {
-          await insertIdentity(tx, {
-            userId: user.id,
-            provider: "email",
-            providerId: user.id,
-            data: {
-              email,
-              email_verified: p.emailConfirm,
-              phone_verified: false,
-              sub: user.id,
-            },
-            now,
-          });
-        }
+        await setEmailIdentity(tx, user, email, p.emailConfirm, now);
         // No duplicate check here in Supabase Auth: a taken address trips
         // the unique index and the update fails with a 500.
         await updateUser(tx, user.id, { email }, now);

@@ -41,10 +41,10 @@ import {
   findUserByEmail,
   findUserById,
   findUserByTokenHash,
-  insertIdentity,
   iso,
   mergeMetadata,
   msOf,
+  setEmailIdentity,
   setPassword,
   type TokenColumn,
   updateIdentityData,
@@ -754,28 +754,7 @@ async function _complete(
     const newEmail = user.email_change ?? "";
     // emailChangeVerify: the email identity takes the new address, or is
     // made for it when the account has none (a phone or OAuth account).
-    const identity = (user.identities ?? []).find((i) =>
-      i.provider === "email"
-    );
-    if (identity) {
-      await updateIdentityData(tx, identity.id, {
-        email: newEmail,
-        email_verified: true,
-      }, now);
-    } else {
-      await insertIdentity(tx, {
-        userId: user.id,
-        provider: "email",
-        providerId: user.id,
-        data: {
-          email: newEmail,
-          email_verified: true,
-          phone_verified: false,
-          sub: user.id,
-        },
-        now,
-      });
-    }
+    await setEmailIdentity(tx, user, newEmail, true, now);
     await updateUser(tx, user.id, {
       email: newEmail,
       email_change: "",

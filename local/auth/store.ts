@@ -440,6 +440,41 @@ export async function updateIdentityData(
     where id = ${id}::uuid`;
 }
 
+/**
+ * Gives `user`'s `email` identity the address `email` (with
+ * `email_verified`), or makes one for it when the account has none (a
+ * phone or OAuth account): what Supabase Auth's adminUserUpdate and
+ * emailChangeVerify both do with a new address.
+ */
+export async function setEmailIdentity(
+  db: Db,
+  user: Pick<UserRow, "id" | "identities">,
+  email: string,
+  verified: boolean,
+  now: number,
+): Promise<void> {
+  const identity = (user.identities ?? []).find((i) => i.provider === "email");
+  if (identity) {
+    await updateIdentityData(db, identity.id, {
+      email,
+      email_verified: verified,
+    }, now);
+    return;
+  }
+  await insertIdentity(db, {
+    userId: user.id,
+    provider: "email",
+    providerId: user.id,
+    data: {
+      email,
+      email_verified: verified,
+      phone_verified: false,
+      sub: user.id,
+    },
+    now,
+  });
+}
+
 /** Sets an identity's provider id (used to obfuscate on soft delete). */
 export async function setIdentityProviderId(
   db: Db,
