@@ -3,9 +3,9 @@
 --
 --   psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -f supabase/upgrades/remove_presence.sql
 --
--- Undeploy the functions first (supabase functions delete presence-ping
--- presence auth-sync): without the presence schema they answer 500
--- migration_missing.
+-- Undeploy the functions first, one `supabase functions delete <name>` per
+-- function (presence-ping, presence, auth-sync): without the presence
+-- schema they answer 500 migration_missing.
 --
 -- What it removes, in this order:
 -- 1. the four change-log triggers on public.usuarios, the only objects on
