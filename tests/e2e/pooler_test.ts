@@ -39,8 +39,13 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
     });
   const pooledUrl = bouncer.pooled(stack.dbUrl);
   // More client connections per function set than the pooler has server
-  // connections: requests share them, transaction by transaction.
-  const POOLED = { PRESENCE_DB_URL: pooledUrl, DB_POOL_MAX: "4" };
+  // connections: requests share them, transaction by transaction. As many
+  // client connections as the auth-sync test below sends requests at once:
+  // with fewer (4, or the default 2), one of its concurrent updates hangs
+  // through PgBouncer 1.18 in one run of two or more (every statement on
+  // the server idle, the request waiting past 30 s), never on a direct
+  // connection. Not diagnosed yet: an open finding, not a behaviour.
+  const POOLED = { PRESENCE_DB_URL: pooledUrl, DB_POOL_MAX: "8" };
   const fast = await servedBehindCountingProxy(stack, POOLED);
   const viaAuth = await servedBehindCountingProxy(stack, {
     ...POOLED,
