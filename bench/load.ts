@@ -112,17 +112,26 @@ export function childSignal(limitS: number): AbortSignal {
   return AbortSignal.any([AbortSignal.timeout(limitS * 1000), _stop.signal]);
 }
 
-/** `name --version`'s first line; throws `missing` when it is not installed. */
+/**
+ * `name --version`'s first line; throws `missing` when it is not installed
+ * (a program not found fails the spawn itself, synchronously: hence `try`,
+ * not the promise's `catch`).
+ */
 export async function toolVersion(
   name: string,
   missing: string,
 ): Promise<string> {
-  const out = await new Deno.Command(name, {
-    args: ["--version"],
-    stdout: "piped",
-    stderr: "piped",
-  }).output().catch(() => null);
-  if (!out) throw new Error(missing);
+  let out: Deno.CommandOutput;
+  try {
+    out = await new Deno.Command(name, {
+      args: ["--version"],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+  } catch {
+    throw new Error(missing);
+  }
   const text = new TextDecoder().decode(out.stdout) +
     new TextDecoder().decode(out.stderr);
   return text.split("\n")[0].trim();

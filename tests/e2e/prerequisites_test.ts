@@ -4,36 +4,22 @@
  * instead of the tests that need it vanishing from the count.
  */
 import assert from "node:assert/strict";
+import { toolVersion } from "../../bench/load.ts";
 import { clusterUnavailable } from "../../local/testing/cluster.ts";
 import { APP_NODE_MAJOR, appNode } from "../support/node.ts";
 import { pgbouncerPath } from "../support/pgbouncer.ts";
 
 /**
- * `path --version`'s output, or a failure naming the Debian package to
+ * `path --version`'s first line, or a failure naming the Debian package to
  * install (and the setting that points elsewhere, if any).
  */
-async function _version(
-  path: string,
-  pkg: string,
-  setting?: string,
-): Promise<string> {
-  try {
-    const out = await new Deno.Command(path, {
-      args: ["--version"],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    return new TextDecoder().decode(out.stdout);
-  } catch (error) {
-    assert.fail(
-      `No ${path} (${
-        (error as Error).message
-      }): install Debian's ${pkg} (apt-get install ${pkg})${
-        setting ? ` or set ${setting}` : ""
-      }`,
-    );
-  }
+function _version(path: string, pkg: string, setting?: string) {
+  return toolVersion(
+    path,
+    `No ${path}: install Debian's ${pkg} (apt-get install ${pkg})${
+      setting ? ` or set ${setting}` : ""
+    }`,
+  );
 }
 
 Deno.test("prerequisite: Chromium for the browser tests is installed (CHROMIUM_PATH, default /usr/bin/chromium)", async () => {
