@@ -10,7 +10,11 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { createTestDatabase } from "../../local/testing/database.ts";
-import { asDbTimeout, bounded } from "../../supabase/functions/_shared/db.ts";
+import {
+  asDbTimeout,
+  bounded,
+  Pools,
+} from "../../supabase/functions/_shared/db.ts";
 
 Deno.test({
   name:
@@ -39,6 +43,99 @@ Deno.test({
     }
   },
 });
+
+// The pool of `Pools.database` with one connection, for `run`; `view(ms,
+// signal)` is a request's view of it, bounded by `ms`.
+const withOneConnection = (
+  name: string,
+  run: (
+    view: (ms: number, signal?: AbortSignal) => postgres.Sql,
+    raw: postgres.Sql,
+  ) => Promise<void>,
+) =>
+  Deno.test({
+    name,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    async fn() {
+      const db = await createTestDatabase();
+      const raw = postgres(db.url, { max: 1, onnotice: () => {} });
+      const pools = new Pools();
+      try {
+        await raw`create table t (n int)`;
+        await run(
+          (ms, signal) =>
+            pools.database(
+              { dbUrl: db.url, dbPoolMax: 1, dbStatementTimeoutMs: ms },
+              signal,
+            ),
+          raw,
+        );
+      } finally {
+        await pools.close();
+        await raw.end();
+        await db.close();
+      }
+    },
+  });
+
+withOneConnection(
+  "Pools.database: a statement waiting for the pool's one connection past its time answers 57014 and never runs; the next one does",
+  async (view, raw) => {
+    // Started (awaited) now: a statement runs when first awaited.
+    const slow = view(5_000)`select pg_sleep(0.5)`.then((rows) => rows);
+    const early = await view(100)`insert into t values (${1})`
+      .then(() => null, (e) => e);
+    assert.equal(early?.code, "57014");
+    assert.equal(asDbTimeout(early)?.status, 503);
+    await slow;
+    await view(5_000)`insert into t values (${2})`;
+    const rows = await raw`select n from t order by n`;
+    assert.deepEqual(rows.map((r) => r.n), [2]);
+  },
+);
+
+withOneConnection(
+  "Pools.database: a statement of an abandoned request that still waits for a connection never runs",
+  async (view, raw) => {
+    const abort = new AbortController();
+    const slow = view(5_000)`select pg_sleep(0.3)`.then((rows) => rows);
+    const waiting = view(5_000, abort.signal)`insert into t values (${1})`
+      .then(() => null, (e) => e);
+    abort.abort();
+    assert.equal((await waiting)?.code, "57014");
+    await slow;
+    const gone = view(5_000, abort.signal)`insert into t values (${2})`
+      .then(() => null, (e) => e);
+    assert.equal((await gone)?.code, "57014");
+    assert.deepEqual([...await raw`select n from t`], []);
+  },
+);
+
+withOneConnection(
+  "Pools.database: a transaction waits for the pool's connection within its time (57014 after it), and holds it to its end",
+  async (view, raw) => {
+    let inside = () => {};
+    const entered = new Promise<void>((r) => inside = r);
+    const long = view(5_000).begin(async (tx) => {
+      await tx`insert into t values (${1})`;
+      inside();
+      await new Promise((r) => setTimeout(r, 300));
+      await tx`insert into t values (${2})`;
+    });
+    await entered;
+    const late = await view(100).begin((tx) => tx`insert into t values (${3})`)
+      .then(() => null, (e) => e);
+    assert.equal(late?.code, "57014");
+    assert.equal(asDbTimeout(late)?.status, 503);
+    // Queued behind the transaction, not pipelined into it.
+    const after = view(5_000)`insert into t values (${4})`.finally(() => {});
+    await long;
+    await after;
+    const rows = await raw`select n from t order by n`;
+    assert.deepEqual(rows.map((r) => r.n), [1, 2, 4]);
+  },
+);
 
 if (Deno.env.get("TEST_DATABASE_URL")) {
   // PGlite is one single-user session: it neither takes cancel requests nor

@@ -20,6 +20,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { Pools } from "../../supabase/functions/_shared/db.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, type Invoked } from "../support/invoke.ts";
 import { startPgBouncer } from "../support/pgbouncer.ts";
@@ -38,14 +39,11 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       throw error;
     });
   const pooledUrl = bouncer.pooled(stack.dbUrl);
-  // More client connections per function set than the pooler has server
-  // connections: requests share them, transaction by transaction. As many
-  // client connections as the auth-sync test below sends requests at once:
-  // with fewer (4, or the default 2), one of its concurrent updates hangs
-  // through PgBouncer 1.18 in one run of two or more (every statement on
-  // the server idle, the request waiting past 30 s), never on a direct
-  // connection. Not diagnosed yet: an open finding, not a behaviour.
-  const POOLED = { PRESENCE_DB_URL: pooledUrl, DB_POOL_MAX: "8" };
+  // The functions' default pool (two client connections per function
+  // set, `DB_POOL_MAX`), as deployed: the auth-sync test below sends more
+  // requests at once than that, so they queue in the function set's pool
+  // and then in the pooler.
+  const POOLED = { PRESENCE_DB_URL: pooledUrl, DB_POOL_MAX: "2" };
   const fast = await servedBehindCountingProxy(stack, POOLED);
   const viaAuth = await servedBehindCountingProxy(stack, {
     ...POOLED,
@@ -484,6 +482,83 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       assert.equal(again.status, 200, JSON.stringify(again.body));
       assert.equal(again.body.user.presence_state, "online");
       assert.equal((await stored(u.rowId!)).state, "online");
+    },
+  );
+
+  e2eTest(
+    "pooler: a statement with parameters sent while another runs on a function pool's only connection is answered: the pool pipelines nothing, which a pooler that releases at the first ReadyForQuery would answer to nobody",
+    async () => {
+      // postgres.js (prepare: false) sends a statement with parameters as
+      // Parse/Describe/Flush first (no Sync) and, with every connection
+      // busy, writes it behind the one running. PgBouncer 1.18 hands the
+      // server connection back at the first statement's ReadyForQuery and
+      // drops the Describe's answer when it comes later: the second
+      // statement waits for ever. Later, here: its Parse waits for a lock
+      // another session holds for 300 ms.
+      const table = unique("pooler_probe").replaceAll("-", "_");
+      await stack.sql.unsafe(`create table public.${table} (n int)`);
+      const second = async (sql: postgres.Sql) => {
+        await sql`select 1`; // an open connection
+        let locked = () => {};
+        const isLocked = new Promise<void>((r) => locked = r);
+        const holding = stack.sql.begin(async (tx) => {
+          await tx.unsafe(
+            `lock table public.${table} in access exclusive mode`,
+          );
+          locked();
+          await new Promise((r) => setTimeout(r, 300));
+        });
+        await isLocked;
+        const answer = answered(
+          Promise.all([
+            sql`select 1 as one`,
+            sql`select count(*)::int as n from ${sql(table)} where n = ${2}`,
+          ]).then(([, [{ n }]]) => n),
+        );
+        await holding;
+        return await answer;
+      };
+      const answered = (work: Promise<unknown>) =>
+        Promise.race([
+          work,
+          new Promise((r) => setTimeout(() => r("no answer in 5 s"), 5_000)),
+        ]);
+      // The hazard is real here: the bare client, one connection.
+      const bare = postgres(pooledUrl, {
+        max: 1,
+        prepare: false,
+        onnotice: () => {},
+      });
+      const pools = new Pools();
+      try {
+        assert.equal(
+          await second(bare),
+          "no answer in 5 s",
+          "this pooler answers a pipelined Describe: the test no longer shows the hazard it guards against",
+        );
+        // The functions' pool, one connection: every statement answered.
+        const sql = pools.database({
+          dbUrl: pooledUrl,
+          dbPoolMax: 1,
+          dbStatementTimeoutMs: 5_000,
+        });
+        assert.equal(await second(sql), 0);
+        // Transactions and statements of several requests at once.
+        const mix = await answered(
+          Promise.all([
+            sql`select pg_sleep(0.1)`,
+            sql.begin((tx) => tx`select ${3}::int as n`),
+            sql`select 4 as n`,
+            sql`select ${5}::int as n`,
+            sql.begin(async (tx) => [...await tx`select 6 as n`]),
+          ]).then(([, ...rows]) => rows.map(([{ n }]) => n)),
+        );
+        assert.deepEqual(mix, [3, 4, 5, 6]);
+      } finally {
+        await bare.end({ timeout: 0 });
+        await pools.close();
+        await stack.sql.unsafe(`drop table public.${table}`);
+      }
     },
   );
 

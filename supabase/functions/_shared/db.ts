@@ -8,6 +8,7 @@
  */
 import postgres from "postgres";
 import { HttpError } from "./errors.ts";
+import { Gate, type Place } from "./gate.ts";
 
 /** The postgres.js client type used across the functions. */
 export type Sql = postgres.Sql;
@@ -52,7 +53,10 @@ export interface DatabaseSettings {
  * end theirs with {@linkcode Pools.close}; deployed isolates simply end.
  */
 export class Pools {
-  readonly #pools = new Map<string, { sql: Sql; memory: PoolMemory }>();
+  readonly #pools = new Map<
+    string,
+    { sql: Sql; memory: PoolMemory; gate: Gate }
+  >();
 
   /**
    * The pool for the environment's database, wrapped so that each
@@ -66,6 +70,22 @@ export class Pools {
    * Reconnection waits at most about half a second between attempts
    * (postgres.js's default grows to 20 s), so pings answer again within
    * 2 s of the database's return.
+   *
+   * A gate in front of the pool ({@linkcode QueryBounds.gate}) hands
+   * postgres.js a statement with parameters, a transaction or a
+   * reservation only when a connection has nothing else on it. postgres.js
+   * sends a statement with parameters in two flights, the first without a
+   * Sync, and would otherwise write it behind a statement running on a
+   * busy connection. A transaction pooler that hands the server connection
+   * back at the first statement's ReadyForQuery (PgBouncer before 1.21;
+   * Supavisor before supabase/supavisor#1079, and reported of the hosted
+   * one in supabase/supabase#50358) then answers it to nobody, and its
+   * request waits for ever with every backend idle
+   * (`tests/e2e/pooler_test.ts`). A statement sent in one flight (a
+   * ping's call, `ONE_FLIGHT`) carries its Sync, and may still follow
+   * others on a connection: with every statement held back, pings at c=16
+   * on two connections lost about 40% of their rate (docs/performance.md,
+   * "The pool's gate").
    *
    * @example
    * ```ts
@@ -85,7 +105,7 @@ export class Pools {
         max_lifetime: 60 * 30,
         onnotice: () => {},
       });
-      pool = { sql, memory: new Map() };
+      pool = { sql, memory: new Map(), gate: new Gate(env.dbPoolMax) };
       this.#pools.set(env.dbUrl, pool);
     }
     return bounded(pool.sql, {
@@ -98,6 +118,7 @@ export class Pools {
       // happened.
       giveUpAfterCancel: signal !== undefined,
       memory: pool.memory,
+      gate: pool.gate,
     });
   }
 
@@ -309,6 +330,17 @@ export interface QueryBounds {
    * {@linkcode Pools} that made the pool owns it, and it goes with them.
    */
   readonly memory?: PoolMemory;
+  /**
+   * The pool's gate (`gate.ts`): each statement outside a transaction,
+   * each transaction and each reserved connection waits here, within its
+   * time and until its request is abandoned, and holds its place until
+   * postgres.js is done with it. A statement sent in one flight (`unsafe`
+   * without parameters) may share a connection; anything else waits for
+   * one with nothing on it. A transaction must not await a statement of
+   * the pool outside it: with every place held, that statement waits out
+   * its time.
+   */
+  readonly gate?: Gate;
 }
 
 /**
@@ -402,46 +434,69 @@ function _boundsOf(sql: Sql): QueryBounds | undefined {
 // own transaction, as auth-sync's leased writes do), and only an aborted
 // request cancels from here. `link`, for a reserved connection, notes
 // whether it was lost: postgres.js has then already taken it back, and
-// releasing it again would put a dead connection in the pool.
+// releasing it again would put a dead connection in the pool. The gate
+// holds back the pool's own units only: a transaction's statements, and a
+// reserved connection's, already have their connection.
 function _tracked(
   sql: Sql,
   bounds: QueryBounds,
   timer: boolean,
   link?: _Link,
 ): Sql {
-  const track = (query: unknown) => _bound(query, bounds, timer, link);
+  const gate = timer && !link ? bounds.gate : undefined;
+  const track = (query: unknown, shared: boolean) =>
+    _bound(query, bounds, timer, link, gate && { gate, shared });
   return new Proxy(sql, {
-    apply: (target, self, args) => track(Reflect.apply(target, self, args)),
+    // A tagged statement: alone, whether or not its fragments carry
+    // parameters.
+    apply: (target, self, args) =>
+      track(Reflect.apply(target, self, args), false),
     get(target, key, receiver) {
       if (key === _POOL) return poolOf(target);
       if (key === _BOUNDS) return bounds;
       const value = Reflect.get(target, key, receiver);
       if (key === "unsafe" && typeof value === "function") {
-        return (...args: unknown[]) => track(value.apply(target, args));
+        // Without parameters it goes in one flight (simple, or ONE_FLIGHT).
+        return (...args: unknown[]) =>
+          track(
+            value.apply(target, args),
+            !(Array.isArray(args[1]) && args[1].length > 0),
+          );
       }
       if (key === "reserve" && typeof value === "function") {
         return async () => {
-          const conn = await _reserve(target, bounds);
+          const place = await _admitted(gate, bounds);
+          const conn = await _reserve(target, bounds).catch((error) => {
+            place?.leave();
+            throw error;
+          });
           return _tracked(conn as unknown as Sql, bounds, timer, {
             lost: false,
+            place,
           });
         };
       }
       if (key === "release" && link && typeof value === "function") {
         return () => {
           if (!link.lost) value.call(target);
+          link.place?.leave();
         };
       }
       if (key === "begin" && typeof value === "function") {
-        return (...args: unknown[]) => {
+        return async (...args: unknown[]) => {
           const work = args.pop() as (tx: Sql) => unknown;
-          return value.call(target, ...args, async (tx: Sql) => {
-            const timeout = String(bounds.timeoutMs);
-            const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
-            await tx`select set_config('statement_timeout', ${timeout}, true),
-                            set_config('lock_timeout', ${lock}, true)`;
-            return work(_tracked(tx, bounds, false));
-          });
+          const place = await _admitted(gate, bounds);
+          try {
+            return await value.call(target, ...args, async (tx: Sql) => {
+              const timeout = String(bounds.timeoutMs);
+              const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
+              await tx`select set_config('statement_timeout', ${timeout}, true),
+                              set_config('lock_timeout', ${lock}, true)`;
+              return work(_tracked(tx, bounds, false));
+            });
+          } finally {
+            place?.leave();
+          }
         };
       }
       return value;
@@ -449,8 +504,46 @@ function _tracked(
   }) as Sql;
 }
 
+// A reserved connection: whether postgres.js took it back (lost), and the
+// place in the gate it holds until released.
 interface _Link {
   lost: boolean;
+  readonly place?: Place;
+}
+
+// The error of a statement, transaction or reservation that got no
+// connection or was cancelled before its answer: 57014, as the server's
+// own cancel, so that it answers 503 db_timeout (asDbTimeout).
+function _cancelled(message: string): Error {
+  return Object.assign(new Error(message), { code: "57014" });
+}
+
+// A place alone in the pool's gate (none without a gate), waited for at
+// most the statement's time and until the request is abandoned.
+function _admitted(
+  gate: Gate | undefined,
+  bounds: QueryBounds,
+): Promise<Place | undefined> {
+  if (!gate) return Promise.resolve(undefined);
+  let place!: Place;
+  return new Promise<void>((resolve, reject) => {
+    const late = () => {
+      if (!place.withdraw()) return;
+      done();
+      reject(_cancelled("no connection in time"));
+    };
+    const done = () => {
+      clearTimeout(timeout);
+      bounds.signal?.removeEventListener("abort", late);
+    };
+    const timeout = setTimeout(late, bounds.timeoutMs);
+    bounds.signal?.addEventListener("abort", late, { once: true });
+    place = gate.enter(() => {
+      done();
+      resolve();
+    }, { shared: false });
+    if (bounds.signal?.aborted) late();
+  }).then(() => place);
 }
 
 function _isConnectionError(error: unknown): boolean {
@@ -468,10 +561,7 @@ async function _reserve(
   const pending = sql.reserve();
   let stop: () => void = () => {};
   const late = new Promise<never>((_, reject) => {
-    stop = () =>
-      reject(Object.assign(new Error("no connection in time"), {
-        code: "57014",
-      }));
+    stop = () => reject(_cancelled("no connection in time"));
   });
   const timeout = setTimeout(stop, bounds.timeoutMs);
   bounds.signal?.addEventListener("abort", stop, { once: true });
@@ -489,12 +579,15 @@ async function _reserve(
 
 // Arms the timer and the abort listener when the query is first awaited
 // (postgres.js runs a query then, and a fragment is never awaited), and
-// disarms them when it settles.
+// disarms them when it settles. With a gate, the query is handed to
+// postgres.js only once it has a place, and gives the place back when
+// postgres.js is done with it, which may be after its caller was answered.
 function _bound(
   query: unknown,
   bounds: QueryBounds,
   timer: boolean,
   link?: _Link,
+  entry?: { gate: Gate; shared: boolean },
 ): unknown {
   const q = query as _Query | undefined;
   if (typeof q?.cancel !== "function" || typeof q.then !== "function") {
@@ -506,7 +599,13 @@ function _bound(
     outcome ??= new Promise((resolve, reject) => {
       let poll: ReturnType<typeof setInterval> | undefined;
       let grace: ReturnType<typeof setTimeout> | undefined;
+      let place: Place | undefined;
       const stop = () => {
+        // Still waiting for a place: it never runs.
+        if (place?.withdraw()) {
+          settle(reject)(_cancelled("statement not started in time"));
+          return;
+        }
         // Running on a connection: the server cancels it, and the query
         // fails with 57014. Not running yet: answer now, and cancel it once
         // it runs. postgres.js must not cancel a query before then: one
@@ -520,17 +619,15 @@ function _bound(
           // statement inside a transaction is not, since its ROLLBACK
           // would queue behind it on the same connection).
           if (timer && bounds.giveUpAfterCancel) {
-            grace = setTimeout(() =>
-              reject(Object.assign(
-                new Error("statement not answered after its cancel"),
-                { code: "57014" },
-              )), CANCEL_GRACE_MS);
+            grace = setTimeout(
+              () =>
+                reject(_cancelled("statement not answered after its cancel")),
+              CANCEL_GRACE_MS,
+            );
           }
           return;
         }
-        reject(Object.assign(new Error("statement not started in time"), {
-          code: "57014",
-        }));
+        reject(_cancelled("statement not started in time"));
         // Given up after a minute: a statement that has not run by then
         // never will (its connection is gone). The system clock, not the
         // handler's: this bounds a real timer's polling, no rule of the API.
@@ -540,9 +637,6 @@ function _bound(
           if (q.active || Date.now() > until) clearInterval(poll);
         }, 10);
       };
-      if (bounds.signal?.aborted) stop();
-      const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
-      bounds.signal?.addEventListener("abort", stop, { once: true });
       const settle = <T>(done: (value: T) => void) => (value: T) => {
         clearTimeout(timeout);
         clearTimeout(grace);
@@ -550,13 +644,37 @@ function _bound(
         bounds.signal?.removeEventListener("abort", stop);
         done(value);
       };
-      then.call(q, settle(resolve), (error) => {
+      // Abandoned before it was awaited: it never runs.
+      if (bounds.signal?.aborted) {
+        reject(_cancelled("statement not started in time"));
+        return;
+      }
+      const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
+      bounds.signal?.addEventListener("abort", stop, { once: true });
+      const failed = (error: unknown) => {
+        place?.leave();
         if (link && _isConnectionError(error)) link.lost = true;
         settle(reject)(error);
-      });
+      };
+      const start = () => {
+        try {
+          then.call(q, (rows) => {
+            place?.leave();
+            settle(resolve)(rows);
+          }, failed);
+        } catch (error) {
+          failed(error);
+        }
+      };
+      if (entry) place = entry.gate.enter(start, entry);
+      else start();
     });
     return outcome.then(onFulfilled, onRejected);
   } as typeof q.then;
+  // postgres.js's own `catch` and `finally` would run the query without
+  // its `then`, past the timer and the gate; the Promise ones call `then`.
+  q.catch = Promise.prototype.catch as typeof q.catch;
+  q.finally = Promise.prototype.finally as typeof q.finally;
   return q;
 }
 
