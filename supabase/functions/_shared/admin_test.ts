@@ -199,3 +199,25 @@ Deno.test("isAdmin: rol grants nothing while a Data API role could write it (rol
   await isAdmin(claimed, row("admin", "correo"), writable(["anon"]));
   assert.equal(asked, 0);
 });
+
+Deno.test("isAdmin: when who may write rol cannot be looked up, ADMIN_EMAILS still decides; a rol administrator gets the failure, never a 403", async () => {
+  const down = new Error("database unreachable");
+  const failing = {
+    ...policy(["ana@x.io"]),
+    rolWritableBy: () => Promise.reject(down),
+  };
+  const adminRow = row("admin", "auth_user_id");
+  // Listed and stamped: an administrator by ADMIN_EMAILS.
+  assert.equal(await isAdmin(ana, adminRow, failing), true);
+  // Not provable by ADMIN_EMAILS: the failure, to be answered as one.
+  await assert.rejects(() => isAdmin(claimed, adminRow, failing), down);
+  await assert.rejects(
+    () => isAdmin({ ...claimed, email: "otro@x.io" }, adminRow, failing),
+    down,
+  );
+  // rol not an administrator's: never asked, so never failed.
+  assert.equal(
+    await isAdmin(claimed, row("usuario", "auth_user_id"), failing),
+    false,
+  );
+});
