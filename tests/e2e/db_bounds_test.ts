@@ -44,14 +44,11 @@ Deno.test({
   },
 });
 
-// The pool of `Pools.database` with one connection, for `run`; `view(ms,
-// signal)` is a request's view of it, bounded by `ms`.
-const withOneConnection = (
+// A test on a fresh database (PGlite, or PostgreSQL with TEST_DATABASE_URL),
+// with a pool of two connections to it.
+const withDb = (
   name: string,
-  run: (
-    view: (ms: number, signal?: AbortSignal) => postgres.Sql,
-    raw: postgres.Sql,
-  ) => Promise<void>,
+  fn: (url: string, raw: postgres.Sql) => Promise<void>,
 ) =>
   Deno.test({
     name,
@@ -59,24 +56,45 @@ const withOneConnection = (
     sanitizeOps: false,
     async fn() {
       const db = await createTestDatabase();
-      const raw = postgres(db.url, { max: 1, onnotice: () => {} });
-      const pools = new Pools();
+      const raw = postgres(db.url, {
+        max: 2,
+        prepare: false,
+        onnotice: () => {},
+      });
       try {
-        await raw`create table t (n int)`;
-        await run(
-          (ms, signal) =>
-            pools.database(
-              { dbUrl: db.url, dbPoolMax: 1, dbStatementTimeoutMs: ms },
-              signal,
-            ),
-          raw,
-        );
+        await fn(db.url, raw);
       } finally {
-        await pools.close();
         await raw.end();
         await db.close();
       }
     },
+  });
+
+// `withDb` with a table `t (n int)` and the pool of `Pools.database` with
+// one connection: `view(ms, signal)` is a request's view of it, bounded by
+// `ms`.
+const withOneConnection = (
+  name: string,
+  run: (
+    view: (ms: number, signal?: AbortSignal) => postgres.Sql,
+    raw: postgres.Sql,
+  ) => Promise<void>,
+) =>
+  withDb(name, async (url, raw) => {
+    const pools = new Pools();
+    try {
+      await raw`create table t (n int)`;
+      await run(
+        (ms, signal) =>
+          pools.database(
+            { dbUrl: url, dbPoolMax: 1, dbStatementTimeoutMs: ms },
+            signal,
+          ),
+        raw,
+      );
+    } finally {
+      await pools.close();
+    }
   });
 
 withOneConnection(
@@ -140,30 +158,6 @@ withOneConnection(
 if (Deno.env.get("TEST_DATABASE_URL")) {
   // PGlite is one single-user session: it neither takes cancel requests nor
   // runs a timer, and a lock held in one connection stops all the others.
-  const withDb = (
-    name: string,
-    fn: (url: string, raw: postgres.Sql) => Promise<void>,
-  ) =>
-    Deno.test({
-      name,
-      sanitizeResources: false,
-      sanitizeOps: false,
-      async fn() {
-        const db = await createTestDatabase();
-        const raw = postgres(db.url, {
-          max: 2,
-          prepare: false,
-          onnotice: () => {},
-        });
-        try {
-          await fn(db.url, raw);
-        } finally {
-          await raw.end();
-          await db.close();
-        }
-      },
-    });
-
   withDb(
     "bounded: a statement still running after timeoutMs is cancelled on the server (57014) and maps to db_timeout",
     async (_url, raw) => {
