@@ -20,7 +20,9 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { Pools } from "../../supabase/functions/_shared/db.ts";
+import { bounded, Pools } from "../../supabase/functions/_shared/db.ts";
+import { ONE_FLIGHT } from "../../supabase/functions/_shared/db_function.ts";
+import { Gate } from "../../supabase/functions/_shared/gate.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, type Invoked } from "../support/invoke.ts";
 import { startPgBouncer } from "../support/pgbouncer.ts";
@@ -486,7 +488,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   );
 
   e2eTest(
-    "pooler: a statement with parameters sent while another runs on a function pool's only connection is answered: the pool pipelines nothing, which a pooler that releases at the first ReadyForQuery would answer to nobody",
+    "pooler: a statement with parameters sent while another runs (a ping's call, or a statement without parameters) is answered: the functions' pools never write it behind another, which a pooler that releases at the first ReadyForQuery would answer to nobody",
     async () => {
       // postgres.js (prepare: false) sends a statement with parameters as
       // Parse/Describe/Flush first (no Sync) and, with every connection
@@ -497,8 +499,11 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       // another session holds for 300 ms.
       const table = unique("pooler_probe").replaceAll("-", "_");
       await stack.sql.unsafe(`create table public.${table} (n int)`);
-      const second = async (sql: postgres.Sql) => {
-        await sql`select 1`; // an open connection
+      const second = async (
+        sql: postgres.Sql,
+        first: (sql: postgres.Sql) => Promise<unknown>,
+      ) => {
+        await first(sql); // an open connection
         let locked = () => {};
         const isLocked = new Promise<void>((r) => locked = r);
         const holding = stack.sql.begin(async (tx) => {
@@ -511,13 +516,17 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
         await isLocked;
         const answer = answered(
           Promise.all([
-            sql`select 1 as one`,
+            first(sql),
             sql`select count(*)::int as n from ${sql(table)} where n = ${2}`,
           ]).then(([, [{ n }]]) => n),
         );
         await holding;
         return await answer;
       };
+      // As the ping sends its call: one flight, no parameters.
+      const ping = (sql: postgres.Sql) =>
+        sql.unsafe("select 1 as one", [], ONE_FLIGHT).then((r) => r);
+      const plain = (sql: postgres.Sql) => sql`select 1 as one`.then((r) => r);
       const answered = (work: Promise<unknown>) =>
         Promise.race([
           work,
@@ -532,32 +541,122 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       const pools = new Pools();
       try {
         assert.equal(
-          await second(bare),
+          await second(bare, ping),
           "no answer in 5 s",
           "this pooler answers a pipelined Describe: the test no longer shows the hazard it guards against",
         );
-        // The functions' pool, one connection: every statement answered.
+        // The functions' pools, one connection each: every statement answered.
         const sql = pools.database({
           dbUrl: pooledUrl,
           dbPoolMax: 1,
           dbStatementTimeoutMs: 5_000,
         });
-        assert.equal(await second(sql), 0);
-        // Transactions and statements of several requests at once.
+        assert.equal(await second(sql, ping), 0);
+        assert.equal(await second(sql, plain), 0);
+        // Pings, statements and transactions of several requests at once.
         const mix = await answered(
           Promise.all([
             sql`select pg_sleep(0.1)`,
+            sql.unsafe("select 2 as n", [], ONE_FLIGHT),
             sql.begin((tx) => tx`select ${3}::int as n`),
             sql`select 4 as n`,
-            sql`select ${5}::int as n`,
-            sql.begin(async (tx) => [...await tx`select 6 as n`]),
+            sql.unsafe("select 5 as n", [], ONE_FLIGHT),
+            sql`select ${6}::int as n`,
+            sql.begin(async (tx) => [...await tx`select 7 as n`]),
           ]).then(([, ...rows]) => rows.map(([{ n }]) => n)),
         );
-        assert.deepEqual(mix, [3, 4, 5, 6]);
+        assert.deepEqual(mix, [2, 3, 4, 5, 6, 7]);
       } finally {
         await bare.end({ timeout: 0 });
         await pools.close();
         await stack.sql.unsafe(`drop table public.${table}`);
+      }
+    },
+  );
+
+  e2eTest(
+    "pooler: a connection postgres.js ends for its age while busy, not yet closed, takes nothing behind another statement: a statement with parameters waits for a connection of its own",
+    async () => {
+      // Between its end and its socket's close a connection is neither
+      // open nor closed, and postgres.js writes the next statement behind
+      // one running on a busy connection, unless none is busy: the
+      // functions' pool for statements marks each connection full while
+      // it runs (QueryBounds.pipelined). Its own postgres.js pool here,
+      // with a lifetime of 2 s.
+      const table = unique("pooler_age").replaceAll("-", "_");
+      await stack.sql.unsafe(`create table public.${table} (n int)`);
+      const options = { max: 2, prepare: false, onnotice: () => {} };
+      const statements = postgres(pooledUrl, { ...options, max_lifetime: 2 });
+      const pings = postgres(pooledUrl, options);
+      const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+      try {
+        const sql = bounded(statements, {
+          timeoutMs: 8_000,
+          gate: new Gate(2),
+          pipelined: pings,
+        });
+        await sql`select 1`; // c1: its lifetime runs from now
+        await sleep(1_000);
+        // c2 opens; c1, free first, is taken first.
+        await Promise.all([sql`select 1`, sql`select 2`]);
+        const s1 = sql`select pg_sleep(1.2)`.then((r) => r); // c1 ends meanwhile
+        const s2 = sql`select pg_sleep(1.6)`.then((r) => r); // c2, running then
+        // Its Parse waits for a lock held from 1.5 s to 1.9 s: its answer
+        // comes after c2's ReadyForQuery.
+        const lock = sleep(1_500).then(() =>
+          stack.sql.begin(async (tx) => {
+            await tx.unsafe(
+              `lock table public.${table} in access exclusive mode`,
+            );
+            await sleep(400);
+          })
+        );
+        const counted = Promise.race([
+          sql`select count(*)::int as n from ${sql(table)} where n = ${1}`
+            .then(([{ n }]) => n),
+          sleep(6_000).then(() => "no answer in 6 s"),
+        ]);
+        const [, , n] = await Promise.all([s1, s2, counted, lock]);
+        assert.equal(n, 0);
+      } finally {
+        await statements.end({ timeout: 0 });
+        await pings.end({ timeout: 0 });
+        await stack.sql.unsafe(`drop table public.${table}`);
+      }
+    },
+  );
+
+  e2eTest(
+    "pooler: a statement postgres.js refuses before its connection is done with it (an undefined parameter) keeps its connection until that connection's ReadyForQuery: the next statement with parameters is not written behind the Sync still under way",
+    async () => {
+      const pools = new Pools();
+      try {
+        const sql = pools.database({
+          dbUrl: pooledUrl,
+          dbPoolMax: 1,
+          dbStatementTimeoutMs: 3_000,
+        });
+        await sql`select 1`; // the pool's only connection, open
+        // postgres.js throws building it, rejects it, writes a Sync and
+        // counts the connection busy until that Sync's ReadyForQuery.
+        const refused = sql`select ${undefined as unknown as number} as x`
+          .then((rows) => rows);
+        const next = sql<{ n: number }[]>`select ${2}::int as n`;
+        const [first, second] = await Promise.allSettled([
+          refused,
+          Promise.race([
+            next.then(([{ n }]) => n),
+            new Promise((r) => setTimeout(() => r("no answer in 6 s"), 6_000)),
+          ]),
+        ]);
+        assert.equal(first.status, "rejected");
+        assert.equal(
+          (first as PromiseRejectedResult).reason.code,
+          "UNDEFINED_VALUE",
+        );
+        assert.deepEqual(second, { status: "fulfilled", value: 2 });
+      } finally {
+        await pools.close();
       }
     },
   );

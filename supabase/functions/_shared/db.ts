@@ -55,7 +55,7 @@ export interface DatabaseSettings {
 export class Pools {
   readonly #pools = new Map<
     string,
-    { sql: Sql; memory: PoolMemory; gate: Gate }
+    { sql: Sql; pipelined: Sql; memory: PoolMemory; gate: Gate }
   >();
 
   /**
@@ -71,21 +71,33 @@ export class Pools {
    * (postgres.js's default grows to 20 s), so pings answer again within
    * 2 s of the database's return.
    *
-   * A gate in front of the pool ({@linkcode QueryBounds.gate}) hands
-   * postgres.js a statement with parameters, a transaction or a
-   * reservation only when a connection has nothing else on it. postgres.js
-   * sends a statement with parameters in two flights, the first without a
-   * Sync, and would otherwise write it behind a statement running on a
-   * busy connection. A transaction pooler that hands the server connection
-   * back at the first statement's ReadyForQuery (PgBouncer before 1.21;
+   * Two postgres.js pools per URL, each of `DB_POOL_MAX` connections,
+   * because a transaction pooler must never see a statement with
+   * parameters written behind another on one connection. postgres.js
+   * (`prepare: false`) sends such a statement as Parse/Describe/Flush, with
+   * no Sync, and waits for its answer before it binds; and it writes a new
+   * statement behind one still running when no connection is free
+   * (pipelining). A pooler that hands the server connection back at the
+   * ReadyForQuery of the statement in front (PgBouncer before 1.21,
    * Supavisor before supabase/supavisor#1079, and reported of the hosted
-   * one in supabase/supabase#50358) then answers it to nobody, and its
-   * request waits for ever with every backend idle
-   * (`tests/e2e/pooler_test.ts`). A statement sent in one flight (a
-   * ping's call, `ONE_FLIGHT`) carries its Sync, and may still follow
-   * others on a connection: with every statement held back, pings at c=16
-   * on two connections lost about 40% of their rate (docs/performance.md,
-   * "The pool's gate").
+   * one in supabase/supabase#50358) answers the Describe to nobody, and
+   * the request waits for ever with every backend idle
+   * (`tests/e2e/pooler_test.ts`). So:
+   *
+   * - statements sent in one flight, each with its Sync (`unsafe` without
+   *   parameters: the ping's call and the reader's, `ONE_FLIGHT`), go to a
+   *   pool where postgres.js pipelines them: without it pings at c=16 on
+   *   two connections lost about 40% of their rate (docs/performance.md,
+   *   "The pool's gate");
+   * - every other statement, transaction and reservation goes to a pool
+   *   where nothing is ever written behind a statement (each marks its
+   *   connection full while it runs; {@linkcode QueryBounds.pipelined}),
+   *   and waits in a gate (`gate.ts`) for a connection of its own.
+   *
+   * Each pool opens connections as they are needed and closes them after
+   * 10 s idle: an isolate holds at most twice `DB_POOL_MAX`. The first
+   * kind is safe behind a pooler that keeps the server connection while a
+   * Sync it forwarded is unanswered (PgBouncer, Supavisor since #1079).
    *
    * @example
    * ```ts
@@ -96,16 +108,22 @@ export class Pools {
   database(env: DatabaseSettings, signal?: AbortSignal): Sql {
     let pool = this.#pools.get(env.dbUrl);
     if (!pool) {
-      const sql = postgres({
-        ...connectionOptions(env.dbUrl),
-        max: env.dbPoolMax,
-        prepare: false,
-        idle_timeout: 10,
-        backoff: _reconnectDelay,
-        max_lifetime: 60 * 30,
-        onnotice: () => {},
-      });
-      pool = { sql, memory: new Map(), gate: new Gate(env.dbPoolMax) };
+      const open = () =>
+        postgres({
+          ...connectionOptions(env.dbUrl),
+          max: env.dbPoolMax,
+          prepare: false,
+          idle_timeout: 10,
+          backoff: _reconnectDelay,
+          max_lifetime: 60 * 30,
+          onnotice: () => {},
+        });
+      pool = {
+        sql: open(),
+        pipelined: open(),
+        memory: new Map(),
+        gate: new Gate(env.dbPoolMax),
+      };
       this.#pools.set(env.dbUrl, pool);
     }
     return bounded(pool.sql, {
@@ -119,6 +137,7 @@ export class Pools {
       giveUpAfterCancel: signal !== undefined,
       memory: pool.memory,
       gate: pool.gate,
+      pipelined: pool.pipelined,
     });
   }
 
@@ -126,7 +145,12 @@ export class Pools {
   async close(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map(({ sql }) => sql.end({ timeout: 5 })));
+    await Promise.all(
+      pools.flatMap(({ sql, pipelined }) => [
+        sql.end({ timeout: 5 }),
+        pipelined.end({ timeout: 5 }),
+      ]),
+    );
   }
 }
 
@@ -331,16 +355,23 @@ export interface QueryBounds {
    */
   readonly memory?: PoolMemory;
   /**
-   * The pool's gate (`gate.ts`): each statement outside a transaction,
-   * each transaction and each reserved connection waits here, within its
-   * time and until its request is abandoned, and holds its place until
-   * postgres.js is done with it. A statement sent in one flight (`unsafe`
-   * without parameters) may share a connection; anything else waits for
-   * one with nothing on it. A transaction must not await a statement of
-   * the pool outside it: with every place held, that statement waits out
-   * its time.
+   * The pool's gate (`gate.ts`): with it, each statement outside a
+   * transaction, each transaction and each reservation waits for a
+   * connection of its own, within its time and until its request is
+   * abandoned, and holds it until postgres.js is done with it. A
+   * transaction must not await a statement of the pool outside it: with
+   * every place held, that statement waits out its time.
    */
   readonly gate?: Gate;
+  /**
+   * The pool for statements sent in one flight (`unsafe` without
+   * parameters), which postgres.js may write one behind another, each
+   * carrying its Sync. With it, every other statement outside a
+   * transaction is handed to postgres.js so that its connection counts as
+   * full while it runs: nothing is written behind it, and postgres.js
+   * queues a statement rather than write it behind another.
+   */
+  readonly pipelined?: Sql;
 }
 
 /**
@@ -443,25 +474,35 @@ function _tracked(
   timer: boolean,
   link?: _Link,
 ): Sql {
-  const gate = timer && !link ? bounds.gate : undefined;
-  const track = (query: unknown, shared: boolean) =>
-    _bound(query, bounds, timer, link, gate && { gate, shared });
+  // The pool's own statements: a transaction's, and a reserved
+  // connection's, already have their connection.
+  const own = timer && !link;
+  const gate = own ? bounds.gate : undefined;
+  const track = (query: unknown) =>
+    _bound(query, bounds, timer, link, {
+      gate,
+      alone: own && bounds.pipelined !== undefined,
+    });
   return new Proxy(sql, {
-    // A tagged statement: alone, whether or not its fragments carry
-    // parameters.
-    apply: (target, self, args) =>
-      track(Reflect.apply(target, self, args), false),
+    apply: (target, self, args) => track(Reflect.apply(target, self, args)),
     get(target, key, receiver) {
       if (key === _POOL) return poolOf(target);
       if (key === _BOUNDS) return bounds;
       const value = Reflect.get(target, key, receiver);
       if (key === "unsafe" && typeof value === "function") {
-        // Without parameters it goes in one flight (simple, or ONE_FLIGHT).
-        return (...args: unknown[]) =>
-          track(
-            value.apply(target, args),
-            !(Array.isArray(args[1]) && args[1].length > 0),
-          );
+        return (...args: unknown[]) => {
+          // Without parameters it goes in one flight (simple, or
+          // ONE_FLIGHT), with its Sync: to the pipelined pool.
+          const oneFlight = !(Array.isArray(args[1]) && args[1].length > 0);
+          if (own && oneFlight && bounds.pipelined) {
+            return _bound(
+              bounds.pipelined.unsafe(...(args as [string])),
+              bounds,
+              timer,
+            );
+          }
+          return track(value.apply(target, args));
+        };
       }
       if (key === "reserve" && typeof value === "function") {
         return async () => {
@@ -541,7 +582,7 @@ function _admitted(
     place = gate.enter(() => {
       done();
       resolve();
-    }, { shared: false });
+    });
     if (bounds.signal?.aborted) late();
   }).then(() => place);
 }
@@ -581,13 +622,15 @@ async function _reserve(
 // (postgres.js runs a query then, and a fragment is never awaited), and
 // disarms them when it settles. With a gate, the query is handed to
 // postgres.js only once it has a place, and gives the place back when
-// postgres.js is done with it, which may be after its caller was answered.
+// postgres.js is done with its connection, which may be after its caller
+// was answered. `alone`: nothing may be written behind it on its
+// connection (QueryBounds.pipelined).
 function _bound(
   query: unknown,
   bounds: QueryBounds,
   timer: boolean,
   link?: _Link,
-  entry?: { gate: Gate; shared: boolean },
+  entry: { gate?: Gate; alone: boolean } = { alone: false },
 ): unknown {
   const q = query as _Query | undefined;
   if (typeof q?.cancel !== "function" || typeof q.then !== "function") {
@@ -651,8 +694,33 @@ function _bound(
       }
       const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
       bounds.signal?.addEventListener("abort", stop, { once: true });
+      // postgres.js rejects a statement it could not build or read (a
+      // parameter it cannot send, such as `undefined`; a row it cannot
+      // parse) before its connection is done with it: the Sync it wrote, or
+      // the rest of the answer, is still to come, and at that ReadyForQuery
+      // it calls the query's resolve (or reject) once more. The place comes
+      // back then: counted free earlier, the connection would take the next
+      // statement behind that Sync.
+      let early = false;
+      const own = q as unknown as Record<
+        "resolve" | "reject",
+        (x: unknown) => void
+      >;
+      if (entry.gate) {
+        for (const key of ["resolve", "reject"] as const) {
+          const call = own[key];
+          own[key] = (x) => {
+            call(x);
+            if (early) place?.leave();
+          };
+        }
+      }
       const failed = (error: unknown) => {
-        place?.leave();
+        // The server's answer, a lost connection, or a query postgres.js
+        // dropped from its queue (57014) or never wrote: nothing is to come.
+        const code = (error as { code?: unknown })?.code;
+        if (isDbFailure(error) || code === "57014" || !q.state) place?.leave();
+        else early = true;
         if (link && _isConnectionError(error)) link.lost = true;
         settle(reject)(error);
       };
@@ -666,7 +734,10 @@ function _bound(
           failed(error);
         }
       };
-      if (entry) place = entry.gate.enter(start, entry);
+      // postgres.js moves a connection whose statement's `onexecute`
+      // answers false to `full`, and writes nothing behind it.
+      if (entry.alone) q.options.onexecute ??= _nothingBehind;
+      if (entry.gate) place = entry.gate.enter(start);
       else start();
     });
     return outcome.then(onFulfilled, onRejected);
@@ -679,8 +750,16 @@ function _bound(
 }
 
 // postgres.js's query: `active` is set once the query is the one its
-// connection is running. Not in its types.
-type _Query = postgres.PendingQuery<postgres.Row[]> & { active?: boolean };
+// connection is running, `state` once it is written on a connection;
+// `options.onexecute`, called as it is written, keeps its connection
+// `busy` (open to pipelining) when it answers true. Not in its types.
+type _Query = postgres.PendingQuery<postgres.Row[]> & {
+  active?: boolean;
+  state?: unknown;
+  options: { onexecute?: (connection: unknown) => boolean };
+};
+
+const _nothingBehind = () => false;
 
 // Seconds before reconnect attempt `retries`: 50 ms doubling to 500 ms, with
 // jitter so that isolates do not reconnect in step.

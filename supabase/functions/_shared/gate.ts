@@ -1,22 +1,14 @@
 /**
- * A gate in front of a pool of connections: how much work is handed to the
- * pool at once, so that work which needs a connection with nothing else on
- * it gets one. `db.ts` puts one in front of each postgres.js pool (see
- * `Pools.database` for why).
+ * A gate in front of a pool of connections: at most one holder per
+ * connection at once, the others waiting in arrival order. `db.ts` puts
+ * one in front of each pool whose statements must each have a connection
+ * to themselves (see `Pools.database` for why).
  *
- * Two kinds of holder: one that needs a connection to itself (`alone`),
- * and one that may follow others on a connection (`shared`). A holder
- * alone is let in only while alone holders and shared ones together are
- * fewer than the connections, so that one connection is free whichever
- * connections the shared ones sit on; shared holders are let in at once.
- * Both wait in one line, first come first in: a shared holder never passes
- * one alone that waits before it, so neither kind starves the other.
- *
- * Written here rather than taken from a library (p-limit, p-queue): those
- * count one kind of task, a waiter here must be withdrawable while it
- * waits (its statement ran out of time, its request was abandoned), and
- * the next waiter must start in the same turn as a place is given back,
- * before any other code can take the connection just freed.
+ * Written here rather than taken from a library (p-limit, p-queue): a
+ * waiter must be withdrawable while it waits (its statement ran out of
+ * time, its request was abandoned), and the next waiter must start in the
+ * same turn as a place is given back, before any other code can take the
+ * connection just freed.
  *
  * @module
  */
@@ -32,83 +24,68 @@ export interface Place {
   leave(): void;
 }
 
-interface _Waiter {
-  readonly start: () => void;
-  readonly shared: boolean;
-}
-
-/** At most `size` connections' worth of work at once; see the module. */
+/** At most `size` holders at once; the others wait, first come first in. */
 export class Gate {
-  readonly #size: number;
-  #alone = 0;
-  #shared = 0;
+  #free: number;
   // A Set keeps arrival order and removes a withdrawn waiter in O(1).
-  readonly #waiting = new Set<_Waiter>();
+  readonly #waiting = new Set<() => void>();
 
   /** A gate in front of `size` connections (1 or more). */
   constructor(size: number) {
     if (!Number.isInteger(size) || size < 1) {
       throw new RangeError("a gate needs at least one connection");
     }
-    this.#size = size;
+    this.#free = size;
   }
 
   /**
-   * Runs `start` now if the holder may go in, else when it may (in the
-   * same turn as the place that lets it in is given back).
+   * Runs `start` now if a place is free, else when one is given back (in
+   * the same turn, before any other code).
    *
    * @example
    * ```ts
    * const gate = new Gate(1);
-   * const first = gate.enter(() => console.log("first"), { shared: false }); // runs now
-   * const second = gate.enter(() => console.log("second"), { shared: false }); // waits
+   * const first = gate.enter(() => console.log("first")); // runs now
+   * const second = gate.enter(() => console.log("second")); // waits
    * second.withdraw(); // true: "second" never runs
    * first.leave();
    * ```
    */
-  enter(start: () => void, kind: { shared: boolean }): Place {
+  enter(start: () => void): Place {
     let state: "waiting" | "in" | "out" = "waiting";
-    const waiter: _Waiter = {
-      shared: kind.shared,
-      start: () => {
-        state = "in";
-        start();
-      },
+    const go = () => {
+      state = "in";
+      start();
     };
-    this.#waiting.add(waiter);
-    this.#admit();
+    if (this.#free > 0) {
+      this.#free--;
+      go();
+    } else {
+      this.#waiting.add(go);
+    }
     return {
       withdraw: () => {
         if (state !== "waiting") return false;
         state = "out";
-        this.#waiting.delete(waiter);
-        // It may have held back those behind it.
-        this.#admit();
+        this.#waiting.delete(go);
         return true;
       },
       leave: () => {
         if (state !== "in") return;
         state = "out";
-        if (waiter.shared) this.#shared--;
-        else this.#alone--;
-        this.#admit();
+        const [next] = this.#waiting;
+        if (next) {
+          this.#waiting.delete(next);
+          next();
+        } else {
+          this.#free++;
+        }
       },
     };
   }
 
-  /** How many holders wait to go in. */
+  /** How many holders wait for a place. */
   get waiting(): number {
     return this.#waiting.size;
-  }
-
-  // Lets in, in arrival order, every waiter that may go in now.
-  #admit(): void {
-    for (const next of this.#waiting) {
-      if (!next.shared && this.#alone + this.#shared >= this.#size) return;
-      this.#waiting.delete(next);
-      if (next.shared) this.#shared++;
-      else this.#alone++;
-      next.start();
-    }
   }
 }
