@@ -9,12 +9,14 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { startCountingProxy } from "../../bench/pgproxy.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import {
   asDbTimeout,
   bounded,
   Pools,
 } from "../../supabase/functions/_shared/db.ts";
+import { ONE_FLIGHT } from "../../supabase/functions/_shared/db_function.ts";
 
 Deno.test({
   name:
@@ -96,6 +98,45 @@ const withOneConnection = (
       await pools.close();
     }
   });
+
+withDb(
+  "Pools.database: no statement is written behind another on a connection (no pipelining, which transaction poolers lose): every send waits for the server's answer",
+  async (url) => {
+    // Counts, per connection, the client's sends made after the server had
+    // answered: a statement pipelined behind another is sent before.
+    const proxy = startCountingProxy(url);
+    const pools = new Pools();
+    try {
+      const sql = pools.database({
+        dbUrl: proxy.url,
+        dbPoolMax: 2,
+        dbStatementTimeoutMs: 10_000,
+      });
+      await Promise.all([sql`select 1`, sql`select 2`]); // both connections
+      proxy.reset();
+      // As the ping sends its call (one flight), and statements with
+      // parameters, twenty at once on two connections.
+      const rows = await Promise.all(
+        Array.from(
+          { length: 20 },
+          (_, i) =>
+            i % 2
+              ? sql.unsafe(`select ${i} as n`, [], ONE_FLIGHT)
+              : sql`select ${i}::int as n`,
+        ),
+      );
+      assert.deepEqual(rows.map(([{ n }]) => n), [...Array(20).keys()]);
+      const counts = proxy.counts();
+      assert.equal(counts.statements, 20);
+      // One send for each one-flight statement, two (Parse/Describe/Flush,
+      // then Bind/Execute/Sync) for each with parameters.
+      assert.equal(counts.roundTrips, 10 + 2 * 10);
+    } finally {
+      await pools.close();
+      await proxy.close();
+    }
+  },
+);
 
 withOneConnection(
   "Pools.database: a statement waiting for the pool's one connection past its time answers 57014 and never runs; the next one does",

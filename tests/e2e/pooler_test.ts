@@ -488,7 +488,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   );
 
   e2eTest(
-    "pooler: a statement with parameters sent while another runs (a ping's call, or a statement without parameters) is answered: the functions' pools never write it behind another, which a pooler that releases at the first ReadyForQuery would answer to nobody",
+    "pooler: a statement with parameters sent while another runs (a ping's call, or a statement without parameters) is answered: the functions' pool never writes it behind another, which a pooler that releases at the first ReadyForQuery would answer to nobody",
     async () => {
       // postgres.js (prepare: false) sends a statement with parameters as
       // Parse/Describe/Flush first (no Sync) and, with every connection
@@ -545,7 +545,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
           "no answer in 5 s",
           "this pooler answers a pipelined Describe: the test no longer shows the hazard it guards against",
         );
-        // The functions' pools, one connection each: every statement answered.
+        // The functions' pool, one connection: every statement answered.
         const sql = pools.database({
           dbUrl: pooledUrl,
           dbPoolMax: 1,
@@ -579,21 +579,23 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
     async () => {
       // Between its end and its socket's close a connection is neither
       // open nor closed, and postgres.js writes the next statement behind
-      // one running on a busy connection, unless none is busy: the
-      // functions' pool for statements marks each connection full while
-      // it runs (QueryBounds.pipelined). Its own postgres.js pool here,
-      // with a lifetime of 2 s.
+      // one running on a busy connection, unless none is busy: with the
+      // pool's gate each statement marks its connection full while it runs
+      // (QueryBounds.gate). Its own postgres.js pool here, with a lifetime
+      // of 2 s.
       const table = unique("pooler_age").replaceAll("-", "_");
       await stack.sql.unsafe(`create table public.${table} (n int)`);
-      const options = { max: 2, prepare: false, onnotice: () => {} };
-      const statements = postgres(pooledUrl, { ...options, max_lifetime: 2 });
-      const pings = postgres(pooledUrl, options);
+      const statements = postgres(pooledUrl, {
+        max: 2,
+        prepare: false,
+        max_lifetime: 2,
+        onnotice: () => {},
+      });
       const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
       try {
         const sql = bounded(statements, {
           timeoutMs: 8_000,
           gate: new Gate(2),
-          pipelined: pings,
         });
         await sql`select 1`; // c1: its lifetime runs from now
         await sleep(1_000);
@@ -620,7 +622,6 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
         assert.equal(n, 0);
       } finally {
         await statements.end({ timeout: 0 });
-        await pings.end({ timeout: 0 });
         await stack.sql.unsafe(`drop table public.${table}`);
       }
     },

@@ -55,7 +55,7 @@ export interface DatabaseSettings {
 export class Pools {
   readonly #pools = new Map<
     string,
-    { sql: Sql; pipelined: Sql; memory: PoolMemory; gate: Gate }
+    { sql: Sql; memory: PoolMemory; gate: Gate }
   >();
 
   /**
@@ -71,33 +71,21 @@ export class Pools {
    * (postgres.js's default grows to 20 s), so pings answer again within
    * 2 s of the database's return.
    *
-   * Two postgres.js pools per URL, each of `DB_POOL_MAX` connections,
-   * because a transaction pooler must never see a statement with
-   * parameters written behind another on one connection. postgres.js
-   * (`prepare: false`) sends such a statement as Parse/Describe/Flush, with
-   * no Sync, and waits for its answer before it binds; and it writes a new
-   * statement behind one still running when no connection is free
-   * (pipelining). A pooler that hands the server connection back at the
-   * ReadyForQuery of the statement in front (PgBouncer before 1.21,
-   * Supavisor before supabase/supavisor#1079, and reported of the hosted
-   * one in supabase/supabase#50358) answers the Describe to nobody, and
-   * the request waits for ever with every backend idle
-   * (`tests/e2e/pooler_test.ts`). So:
-   *
-   * - statements sent in one flight, each with its Sync (`unsafe` without
-   *   parameters: the ping's call and the reader's, `ONE_FLIGHT`), go to a
-   *   pool where postgres.js pipelines them: without it pings at c=16 on
-   *   two connections lost about 40% of their rate (docs/performance.md,
-   *   "The pool's gate");
-   * - every other statement, transaction and reservation goes to a pool
-   *   where nothing is ever written behind a statement (each marks its
-   *   connection full while it runs; {@linkcode QueryBounds.pipelined}),
-   *   and waits in a gate (`gate.ts`) for a connection of its own.
-   *
-   * Each pool opens connections as they are needed and closes them after
-   * 10 s idle: an isolate holds at most twice `DB_POOL_MAX`. The first
-   * kind is safe behind a pooler that keeps the server connection while a
-   * Sync it forwarded is unanswered (PgBouncer, Supavisor since #1079).
+   * No statement is ever written behind another on one connection
+   * (postgres.js's pipelining): each statement outside a transaction, each
+   * transaction and each reservation waits in a gate
+   * ({@linkcode QueryBounds.gate}, `gate.ts`) for a connection of its own.
+   * Transaction poolers lose pipelined answers: PgBouncer before 1.21 and
+   * Supavisor before supabase/supavisor#1079 hand the server connection
+   * back at the first statement's ReadyForQuery, and postgres.js sends a
+   * statement with parameters in two flights, the first without a Sync,
+   * so its answer goes to nobody and the request waits for ever with every
+   * backend idle (`tests/e2e/pooler_test.ts`); the hosted pooler is
+   * reported to lose pipelined statements with or without parameters
+   * (supabase/supabase#50358, porsager/postgres#970). The cost: pings at
+   * c=16 on two connections lost about 40% of their rate
+   * (docs/performance.md, "The pool's gate"); `DB_POOL_MAX` sets how many
+   * statements an isolate has in flight.
    *
    * @example
    * ```ts
@@ -108,22 +96,16 @@ export class Pools {
   database(env: DatabaseSettings, signal?: AbortSignal): Sql {
     let pool = this.#pools.get(env.dbUrl);
     if (!pool) {
-      const open = () =>
-        postgres({
-          ...connectionOptions(env.dbUrl),
-          max: env.dbPoolMax,
-          prepare: false,
-          idle_timeout: 10,
-          backoff: _reconnectDelay,
-          max_lifetime: 60 * 30,
-          onnotice: () => {},
-        });
-      pool = {
-        sql: open(),
-        pipelined: open(),
-        memory: new Map(),
-        gate: new Gate(env.dbPoolMax),
-      };
+      const sql = postgres({
+        ...connectionOptions(env.dbUrl),
+        max: env.dbPoolMax,
+        prepare: false,
+        idle_timeout: 10,
+        backoff: _reconnectDelay,
+        max_lifetime: 60 * 30,
+        onnotice: () => {},
+      });
+      pool = { sql, memory: new Map(), gate: new Gate(env.dbPoolMax) };
       this.#pools.set(env.dbUrl, pool);
     }
     return bounded(pool.sql, {
@@ -137,7 +119,6 @@ export class Pools {
       giveUpAfterCancel: signal !== undefined,
       memory: pool.memory,
       gate: pool.gate,
-      pipelined: pool.pipelined,
     });
   }
 
@@ -145,12 +126,7 @@ export class Pools {
   async close(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(
-      pools.flatMap(({ sql, pipelined }) => [
-        sql.end({ timeout: 5 }),
-        pipelined.end({ timeout: 5 }),
-      ]),
-    );
+    await Promise.all(pools.map(({ sql }) => sql.end({ timeout: 5 })));
   }
 }
 
@@ -358,20 +334,13 @@ export interface QueryBounds {
    * The pool's gate (`gate.ts`): with it, each statement outside a
    * transaction, each transaction and each reservation waits for a
    * connection of its own, within its time and until its request is
-   * abandoned, and holds it until postgres.js is done with it. A
-   * transaction must not await a statement of the pool outside it: with
-   * every place held, that statement waits out its time.
+   * abandoned, and holds it until postgres.js is done with it; and each
+   * statement is handed to postgres.js so that its connection counts as
+   * full while it runs (postgres.js queues the next rather than write it
+   * behind). A transaction must not await a statement of the pool outside
+   * it: with every place held, that statement waits out its time.
    */
   readonly gate?: Gate;
-  /**
-   * The pool for statements sent in one flight (`unsafe` without
-   * parameters), which postgres.js may write one behind another, each
-   * carrying its Sync. With it, every other statement outside a
-   * transaction is handed to postgres.js so that its connection counts as
-   * full while it runs: nothing is written behind it, and postgres.js
-   * queues a statement rather than write it behind another.
-   */
-  readonly pipelined?: Sql;
 }
 
 /**
@@ -476,13 +445,8 @@ function _tracked(
 ): Sql {
   // The pool's own statements: a transaction's, and a reserved
   // connection's, already have their connection.
-  const own = timer && !link;
-  const gate = own ? bounds.gate : undefined;
-  const track = (query: unknown) =>
-    _bound(query, bounds, timer, link, {
-      gate,
-      alone: own && bounds.pipelined !== undefined,
-    });
+  const gate = timer && !link ? bounds.gate : undefined;
+  const track = (query: unknown) => _bound(query, bounds, timer, link, gate);
   return new Proxy(sql, {
     apply: (target, self, args) => track(Reflect.apply(target, self, args)),
     get(target, key, receiver) {
@@ -490,19 +454,7 @@ function _tracked(
       if (key === _BOUNDS) return bounds;
       const value = Reflect.get(target, key, receiver);
       if (key === "unsafe" && typeof value === "function") {
-        return (...args: unknown[]) => {
-          // Without parameters it goes in one flight (simple, or
-          // ONE_FLIGHT), with its Sync: to the pipelined pool.
-          const oneFlight = !(Array.isArray(args[1]) && args[1].length > 0);
-          if (own && oneFlight && bounds.pipelined) {
-            return _bound(
-              bounds.pipelined.unsafe(...(args as [string])),
-              bounds,
-              timer,
-            );
-          }
-          return track(value.apply(target, args));
-        };
+        return (...args: unknown[]) => track(value.apply(target, args));
       }
       if (key === "reserve" && typeof value === "function") {
         return async () => {
@@ -559,7 +511,7 @@ function _cancelled(message: string): Error {
   return Object.assign(new Error(message), { code: "57014" });
 }
 
-// A place alone in the pool's gate (none without a gate), waited for at
+// A place in the pool's gate (none without a gate), waited for at
 // most the statement's time and until the request is abandoned.
 function _admitted(
   gate: Gate | undefined,
@@ -623,14 +575,13 @@ async function _reserve(
 // disarms them when it settles. With a gate, the query is handed to
 // postgres.js only once it has a place, and gives the place back when
 // postgres.js is done with its connection, which may be after its caller
-// was answered. `alone`: nothing may be written behind it on its
-// connection (QueryBounds.pipelined).
+// was answered; and nothing is written behind it on its connection.
 function _bound(
   query: unknown,
   bounds: QueryBounds,
   timer: boolean,
   link?: _Link,
-  entry: { gate?: Gate; alone: boolean } = { alone: false },
+  gate?: Gate,
 ): unknown {
   const q = query as _Query | undefined;
   if (typeof q?.cancel !== "function" || typeof q.then !== "function") {
@@ -706,7 +657,7 @@ function _bound(
         "resolve" | "reject",
         (x: unknown) => void
       >;
-      if (entry.gate) {
+      if (gate) {
         for (const key of ["resolve", "reject"] as const) {
           const call = own[key];
           own[key] = (x) => {
@@ -736,9 +687,10 @@ function _bound(
       };
       // postgres.js moves a connection whose statement's `onexecute`
       // answers false to `full`, and writes nothing behind it.
-      if (entry.alone) q.options.onexecute ??= _nothingBehind;
-      if (entry.gate) place = entry.gate.enter(start);
-      else start();
+      if (gate) {
+        q.options.onexecute ??= _nothingBehind;
+        place = gate.enter(start);
+      } else start();
     });
     return outcome.then(onFulfilled, onRejected);
   } as typeof q.then;
