@@ -2,9 +2,9 @@
  * The functions through a real transaction pooler, as hosted projects run
  * them with `PRESENCE_DB_URL` on Supavisor's port 6543: Debian's PgBouncer
  * in `pool_mode = transaction` with two server connections, shared by
- * every request of several served function sets (four connections each),
- * so that one request's transactions run on server connections another
- * request used just before. Auth keeps its direct connection, as hosted
+ * every request of several served function sets (two connections each, the
+ * default `DB_POOL_MAX`), so that one request's transactions run on server
+ * connections another request used just before. Auth keeps its direct connection, as hosted
  * Auth is not behind the project's pooler.
  *
  * Pings (fast path and through Auth, many users and one user's two tabs at
