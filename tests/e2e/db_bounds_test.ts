@@ -17,6 +17,8 @@ import {
   Pools,
 } from "../../supabase/functions/_shared/db.ts";
 import { ONE_FLIGHT } from "../../supabase/functions/_shared/db_function.ts";
+import { Gate } from "../../supabase/functions/_shared/gate.ts";
+import { poolWithSockets } from "../support/postgres.ts";
 
 Deno.test({
   name:
@@ -196,6 +198,21 @@ withOneConnection(
   },
 );
 
+withDb(
+  "bounded with a gate: a statement postgres.js rejects and answers again in the same read (a bare BEGIN: UNSAFE_TRANSACTION, then its ReadyForQuery) gives its place back",
+  async (_url, raw) => {
+    // postgres.js refuses a BEGIN outside sql.begin in a pool of more than
+    // one connection, as `raw` is.
+    const sql = bounded(raw, { timeoutMs: 2_000, gate: new Gate(1) });
+    await sql`select 1`;
+    const refused = await sql`begin`.then(() => "answered", (e) => e.code);
+    assert.equal(refused, "UNSAFE_TRANSACTION");
+    const next = await sql<{ n: number }[]>`select 2 as n`
+      .then(([{ n }]) => n, (e) => `${e.code}: ${e.message}`);
+    assert.equal(next, 2);
+  },
+);
+
 if (Deno.env.get("TEST_DATABASE_URL")) {
   // PGlite is one single-user session: it neither takes cancel requests nor
   // runs a timer, and a lock held in one connection stops all the others.
@@ -257,6 +274,33 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       }
     },
   );
+
+  // A socket's error ends the connection's statements once: nothing more is
+  // to come from postgres.js for them, whatever the error's code.
+  for (const code of ["ECONNRESET", "EHOSTUNREACH"]) {
+    withDb(
+      `bounded with a gate: a statement whose connection fails with a socket error (${code}) gives its place back, and the next statement runs`,
+      async (url) => {
+        const { sql: one, sockets } = poolWithSockets(url);
+        try {
+          const sql = bounded(one, { timeoutMs: 2_000, gate: new Gate(1) });
+          await sql`select 1`;
+          const running = sql`select pg_sleep(1)`.then(() => "answered");
+          await new Promise((r) => setTimeout(r, 200));
+          // As a read that fails on a live link.
+          sockets.at(-1)!.destroy(
+            Object.assign(new Error(`read ${code}`), { code, syscall: "read" }),
+          );
+          assert.equal(await running.catch((e) => e.code), code);
+          const next = await sql<{ n: number }[]>`select 2 as n`
+            .then(([{ n }]) => n, (e) => `${e.code}: ${e.message}`);
+          assert.equal(next, 2);
+        } finally {
+          await one.end({ timeout: 0 });
+        }
+      },
+    );
+  }
 
   withDb(
     "statement_timeout: set as a function's attribute it does not bound the statement that calls it; SET LOCAL does",

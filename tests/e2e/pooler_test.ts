@@ -2,16 +2,18 @@
  * The functions through a real transaction pooler, as hosted projects run
  * them with `PRESENCE_DB_URL` on Supavisor's port 6543: Debian's PgBouncer
  * in `pool_mode = transaction` with two server connections, shared by
- * every request of several served function sets (two connections each, the
- * default `DB_POOL_MAX`), so that one request's transactions run on server
- * connections another request used just before. Auth keeps its direct connection, as hosted
- * Auth is not behind the project's pooler.
+ * every request of several served function sets (two connections each,
+ * the default `DB_POOL_MAX`), so that one request's transactions run on
+ * server connections another request used just before. Auth keeps its
+ * direct connection, as hosted Auth is not behind the project's pooler.
  *
  * Pings (fast path and through Auth, many users and one user's two tabs at
  * once), presence reads (pages, and changes since a cursor taken on one
  * server connection and used on another), auth-sync's links and updates
  * (leases, intents, transactions) and a statement cancelled for its time
- * all give their real answers and rows; then every server connection the
+ * all give their real answers and rows; the functions' pool never writes a
+ * statement behind another (a connection ending, a statement postgres.js
+ * refuses while building it); then every server connection the
  * pooler holds is found with the server's defaults: no session setting, no
  * advisory lock, no prepared statement, no temporary table left behind.
  *
@@ -26,6 +28,7 @@ import { Gate } from "../../supabase/functions/_shared/gate.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, type Invoked } from "../support/invoke.ts";
 import { startPgBouncer } from "../support/pgbouncer.ts";
+import { poolWithSockets } from "../support/postgres.ts";
 import {
   servedBehindCountingProxy,
   startTestStack,
@@ -628,7 +631,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   );
 
   e2eTest(
-    "pooler: a statement postgres.js refuses before its connection is done with it (an undefined parameter) keeps its connection until that connection's ReadyForQuery: the next statement with parameters is not written behind the Sync still under way",
+    "pooler: a statement postgres.js refuses while building it (too many parameters) keeps its connection until that connection's ReadyForQuery: the next statement with parameters is not written behind the Sync still under way",
     async () => {
       const pools = new Pools();
       try {
@@ -638,27 +641,104 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
           dbStatementTimeoutMs: 3_000,
         });
         await sql`select 1`; // the pool's only connection, open
-        // postgres.js throws building it, rejects it, writes a Sync and
+        // postgres.js throws writing it, rejects it, writes a Sync and
         // counts the connection busy until that Sync's ReadyForQuery.
-        const refused = sql`select ${undefined as unknown as number} as x`
-          .then((rows) => rows);
-        const next = sql<{ n: number }[]>`select ${2}::int as n`;
-        const [first, second] = await Promise.allSettled([
-          refused,
-          Promise.race([
-            next.then(([{ n }]) => n),
-            new Promise((r) => setTimeout(() => r("no answer in 6 s"), 6_000)),
-          ]),
+        const refused = sql.unsafe("select 1", Array(65_534).fill(1))
+          .then(() => "answered", (e) => e.code);
+        const next = Promise.race([
+          sql<{ n: number }[]>`select ${2}::int as n`.then(([{ n }]) => n),
+          new Promise((r) => setTimeout(() => r("no answer in 6 s"), 6_000)),
         ]);
-        assert.equal(first.status, "rejected");
-        assert.equal(
-          (first as PromiseRejectedResult).reason.code,
-          "UNDEFINED_VALUE",
-        );
-        assert.deepEqual(second, { status: "fulfilled", value: 2 });
+        assert.deepEqual(await Promise.all([refused, next]), [
+          "MAX_PARAMETERS_EXCEEDED",
+          2,
+        ]);
       } finally {
         await pools.close();
       }
+    },
+  );
+
+  // Through a gate of two in front of a postgres.js pool of two
+  // connections whose first is ended by postgres.js for its age (2 s) and
+  // closes 1.5 s later (the gap between its end and its socket's close,
+  // when it is neither open nor closed, widened): `refuse` on the second
+  // connection, a statement postgres.js would refuse while building it,
+  // then (in the same turn, or once `refuse` has failed) a statement with
+  // parameters whose Parse waits for a lock until after the refused
+  // statement's ReadyForQuery. Gives what each answered.
+  const behindARefusal = async (
+    refuse: (sql: postgres.Sql) => Promise<unknown>,
+    { sameTurn }: { sameTurn: boolean },
+  ) => {
+    const table = unique("pooler_refusal").replaceAll("-", "_");
+    await stack.sql.unsafe(`create table public.${table} (n int)`);
+    const { sql: statements } = poolWithSockets(
+      pooledUrl,
+      { max: 2, max_lifetime: 2 },
+      (socket) => {
+        const end = socket.end.bind(socket);
+        socket.end = ((...args: []) => {
+          setTimeout(() => end(...args), 1_500);
+          return socket;
+        }) as typeof socket.end;
+      },
+    );
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    try {
+      const sql = bounded(statements, { timeoutMs: 8_000, gate: new Gate(2) });
+      const t0 = Date.now();
+      await sql`select 1`; // c1: its lifetime runs from now
+      await sleep(1_000);
+      await Promise.all([sql`select 1`, sql`select 2`]); // c2 opens
+      // Another session locks the table from 2.1 s to 2.7 s.
+      const lock = sleep(2_100 - (Date.now() - t0)).then(() =>
+        stack.sql.begin(async (tx) => {
+          await tx.unsafe(
+            `lock table public.${table} in access exclusive mode`,
+          );
+          await sleep(600);
+        })
+      );
+      await sleep(2_250 - (Date.now() - t0)); // c1 ended at 2 s, not closed
+      const refused = refuse(sql).then(() => "answered", (e) => e.code);
+      if (!sameTurn) await refused;
+      const counted = Promise.race([
+        sql`select count(*)::int as n from ${sql(table)} where n = ${1}`
+          .then(([{ n }]) => n),
+        sleep(6_000).then(() => "no answer in 6 s"),
+      ]);
+      const [r, n] = await Promise.all([refused, counted, lock]);
+      return { refused: r, counted: n };
+    } finally {
+      await statements.end({ timeout: 0 });
+      await stack.sql.unsafe(`drop table public.${table}`);
+    }
+  };
+
+  e2eTest(
+    "pooler: a statement with an undefined value, sent in the same turn as another while a connection is ending, is refused before it reaches postgres.js, which would leave its connection open to the next statement behind its Sync",
+    async () => {
+      assert.deepEqual(
+        await behindARefusal(
+          (sql) => sql`select ${undefined as unknown as number} as x`,
+          { sameTurn: true },
+        ),
+        { refused: "UNDEFINED_VALUE", counted: 0 },
+      );
+    },
+  );
+
+  e2eTest(
+    "pooler: after a statement postgres.js refused while building it, no other starts until that connection's ReadyForQuery, though a connection is ending and the gate has a free place",
+    async () => {
+      assert.deepEqual(
+        await behindARefusal(
+          (sql) => sql.unsafe("select 1", Array(65_534).fill(1)),
+          { sameTurn: false },
+        ),
+        { refused: "MAX_PARAMETERS_EXCEEDED", counted: 0 },
+      );
     },
   );
 

@@ -6,6 +6,9 @@
  *
  * @module
  */
+import { once } from "node:events";
+import net from "node:net";
+import postgres from "postgres";
 import {
   clusterUnavailable,
   throwawayCluster,
@@ -43,4 +46,40 @@ export async function testPostgres(): Promise<TestPostgres> {
       reason: `no throw-away cluster: ${(error as Error).message}`,
     };
   }
+}
+
+/**
+ * A postgres.js pool to `url` (one connection unless `options` says more,
+ * no prepared statements) whose sockets a test can reach: `sockets` holds
+ * each one it opened, the last at the end, and `onSocket` sees each first.
+ * postgres.js takes a `socket` factory, though its types do not say so.
+ *
+ * @example
+ * ```ts
+ * const { sql, sockets } = poolWithSockets(url);
+ * await sql`select 1`;
+ * sockets.at(-1)!.destroy(); // the connection fails under it
+ * ```
+ */
+export function poolWithSockets(
+  url: string,
+  options: postgres.Options<Record<string, never>> = {},
+  onSocket: (socket: net.Socket) => void = () => {},
+): { sql: postgres.Sql; sockets: net.Socket[] } {
+  const { hostname, port } = new URL(url);
+  const sockets: net.Socket[] = [];
+  const sql = postgres(url, {
+    max: 1,
+    prepare: false,
+    onnotice: () => {},
+    ...options,
+    socket: async () => {
+      const socket = net.connect(Number(port), hostname);
+      await once(socket, "connect");
+      sockets.push(socket);
+      onSocket(socket);
+      return socket;
+    },
+  } as postgres.Options<Record<string, never>>);
+  return { sql, sockets };
 }

@@ -643,16 +643,38 @@ function _bound(
         reject(_cancelled("statement not started in time"));
         return;
       }
+      // postgres.js refuses an `undefined` value only once the statement
+      // has a connection, which it then leaves open to pipelining (see
+      // below); another statement started in the same turn would be
+      // written behind it: refused here, before the gate. Its other
+      // refusals while building (too many parameters, a value a serializer
+      // throws on) are not foreseen: no statement of the functions has one.
+      if (gate && _undefinedValue(q.args)) {
+        reject(Object.assign(new Error("Undefined values are not allowed"), {
+          code: "UNDEFINED_VALUE",
+        }));
+        return;
+      }
       const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
       bounds.signal?.addEventListener("abort", stop, { once: true });
-      // postgres.js rejects a statement it could not build or read (a
-      // parameter it cannot send, such as `undefined`; a row it cannot
-      // parse) before its connection is done with it: the Sync it wrote, or
-      // the rest of the answer, is still to come, and at that ReadyForQuery
-      // it calls the query's resolve (or reject) once more. The place comes
-      // back then: counted free earlier, the connection would take the next
-      // statement behind that Sync.
-      let early = false;
+      // postgres.js rejects a statement it could not build or read (an
+      // `undefined` parameter, a row it cannot parse, a bare BEGIN) before
+      // its connection is done with it: the Sync it wrote, or the rest of
+      // the answer, is still to come, and at that ReadyForQuery it calls
+      // the query's resolve (or reject) once more, perhaps in the same read
+      // (so decided as it rejects, not a turn later). Until then the place
+      // is kept and the gate held shut: a statement it could not build
+      // leaves its connection open to pipelining, and with no other
+      // connection open or closed (one ending) postgres.js would write the
+      // next statement behind that Sync. It comes back at that call (or,
+      // if it never comes, after the statement's bound and grace).
+      let first: { value: unknown } | undefined;
+      let refused = false;
+      let held: ReturnType<typeof setTimeout> | undefined;
+      const handBack = () => {
+        clearTimeout(held);
+        place?.leave();
+      };
       const own = q as unknown as Record<
         "resolve" | "reject",
         (x: unknown) => void
@@ -662,16 +684,21 @@ function _bound(
           const call = own[key];
           own[key] = (x) => {
             call(x);
-            if (early) place?.leave();
+            if (!first) {
+              first = { value: x };
+              refused = key === "reject" && _refusedEarly(q, x);
+              if (refused) {
+                place?.hold();
+                held = setTimeout(handBack, bounds.timeoutMs + CANCEL_GRACE_MS);
+              }
+              // The same error twice is the same refusal (postgres.js
+              // rejects a connection's first statement twice).
+            } else if (refused && x !== first.value) handBack();
           };
         }
       }
       const failed = (error: unknown) => {
-        // The server's answer, a lost connection, or a query postgres.js
-        // dropped from its queue (57014) or never wrote: nothing is to come.
-        const code = (error as { code?: unknown })?.code;
-        if (isDbFailure(error) || code === "57014" || !q.state) place?.leave();
-        else early = true;
+        if (!refused) place?.leave();
         if (link && _isConnectionError(error)) link.lost = true;
         settle(reject)(error);
       };
@@ -707,11 +734,46 @@ function _bound(
 // `busy` (open to pipelining) when it answers true. Not in its types.
 type _Query = postgres.PendingQuery<postgres.Row[]> & {
   active?: boolean;
+  args?: readonly unknown[];
   state?: unknown;
   options: { onexecute?: (connection: unknown) => boolean };
 };
 
 const _nothingBehind = () => false;
+
+// Whether postgres.js rejected a statement it had written (`state`) before
+// its connection was done with it, so that it calls the query once more at
+// that connection's ReadyForQuery: not the server's answer, not a lost
+// connection (a socket's error, whatever its code: postgres.js reports it
+// once, and the close that follows calls nothing), not 57014 (a query it
+// dropped from its queue).
+function _refusedEarly(q: _Query, error: unknown): boolean {
+  const { code, syscall } = (error ?? {}) as {
+    code?: unknown;
+    syscall?: unknown;
+  };
+  const socket = typeof syscall === "string" ||
+    (typeof code === "string" && /^(E[A-Z0-9]+|ERR_\w+)$/.test(code));
+  return Boolean(q.state) && !isDbFailure(error) && code !== "57014" &&
+    !socket;
+}
+
+// Whether a statement's values hold `undefined`: a value, one given a type
+// (`sql.typed`, `sql.json`), or one in a fragment (or a list of them). A
+// builder's values (`sql(row)`) are left to postgres.js: the functions send
+// them only inside transactions, on a connection of their own.
+function _undefinedValue(args: readonly unknown[] = []): boolean {
+  const fragment = (x: unknown): x is { args: unknown[] } =>
+    x instanceof Promise && Array.isArray((x as { args?: unknown }).args);
+  return args.some((x) =>
+    x === undefined ||
+    (fragment(x) && _undefinedValue(x.args)) ||
+    (Array.isArray(x) && fragment(x[0]) &&
+      x.some((f) => fragment(f) && _undefinedValue(f.args))) ||
+    (x?.constructor?.name === "Parameter" &&
+      (x as { value?: unknown }).value === undefined)
+  );
+}
 
 // Seconds before reconnect attempt `retries`: 50 ms doubling to 500 ms, with
 // jitter so that isolates do not reconnect in step.

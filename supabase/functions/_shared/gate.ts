@@ -22,11 +22,20 @@ export interface Place {
   withdraw(): boolean;
   /** Gives the place back once its work is done; later calls do nothing. */
   leave(): void;
+  /**
+   * Until this place is given back, no other holder starts, whatever is
+   * free: for a holder whose connection is in a state where postgres.js
+   * would write the next statement behind its own (see `db.ts`). Does
+   * nothing for a place not in.
+   */
+  hold(): void;
 }
 
 /** At most `size` holders at once; the others wait, first come first in. */
 export class Gate {
   #free: number;
+  // Places in that hold the gate shut (see `Place.hold`).
+  #held = 0;
   // A Set keeps arrival order and removes a withdrawn waiter in O(1).
   readonly #waiting = new Set<() => void>();
 
@@ -53,16 +62,13 @@ export class Gate {
    */
   enter(start: () => void): Place {
     let state: "waiting" | "in" | "out" = "waiting";
+    let holding = false;
     const go = () => {
       state = "in";
       start();
     };
-    if (this.#free > 0) {
-      this.#free--;
-      go();
-    } else {
-      this.#waiting.add(go);
-    }
+    this.#waiting.add(go);
+    this.#admit();
     return {
       withdraw: () => {
         if (state !== "waiting") return false;
@@ -73,15 +79,28 @@ export class Gate {
       leave: () => {
         if (state !== "in") return;
         state = "out";
-        const [next] = this.#waiting;
-        if (next) {
-          this.#waiting.delete(next);
-          next();
-        } else {
-          this.#free++;
-        }
+        if (holding) this.#held--;
+        this.#free++;
+        this.#admit();
+      },
+      hold: () => {
+        if (state !== "in" || holding) return;
+        holding = true;
+        this.#held++;
       },
     };
+  }
+
+  // Starts waiters, first come first in, while places are free and no
+  // place holds the gate. A start may give its place back (or hold) at
+  // once: each turn of the loop reads the counts afresh.
+  #admit(): void {
+    while (this.#free > 0 && this.#held === 0 && this.#waiting.size > 0) {
+      const [next] = this.#waiting;
+      this.#waiting.delete(next);
+      this.#free--;
+      next();
+    }
   }
 
   /** How many holders wait for a place. */
