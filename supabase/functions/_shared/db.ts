@@ -479,15 +479,31 @@ function _tracked(
         return async (...args: unknown[]) => {
           const work = args.pop() as (tx: Sql) => unknown;
           const place = await _admitted(gate, bounds);
+          const link: _Link = { lost: false };
+          let over = false;
           try {
             return await value.call(target, ...args, async (tx: Sql) => {
               const timeout = String(bounds.timeoutMs);
               const lock = String(Math.min(LOCK_TIMEOUT_MS, bounds.timeoutMs));
-              await tx`select set_config('statement_timeout', ${timeout}, true),
-                              set_config('lock_timeout', ${lock}, true)`;
-              return work(_tracked(tx, bounds, false));
+              try {
+                await tx`select set_config('statement_timeout', ${timeout}, true),
+                                set_config('lock_timeout', ${lock}, true)`;
+                return await work(_tracked(tx, bounds, false, link));
+              } catch (error) {
+                if (!link.lost && !_isConnectionError(error)) throw error;
+                // Its connection lost, postgres.js would write its ROLLBACK
+                // there, which leaves that connection unable to send again
+                // or throws where nothing catches it (porsager/postgres
+                // #1208, PRs #1209 and #1215, open in 3.4.9). Left
+                // unanswered, `begin` fails as the connection closes; one
+                // still open after the grace takes its ROLLBACK.
+                await new Promise((r) => setTimeout(r, CANCEL_GRACE_MS));
+                if (over) await new Promise(() => {});
+                throw error;
+              }
             });
           } finally {
+            over = true;
             place?.leave();
           }
         };
@@ -539,9 +555,18 @@ function _admitted(
   }).then(() => place);
 }
 
+// postgres.js's error for a database it could not reach or lost, or a
+// socket's error it passes on, whatever its code (a TLS failure, an
+// unreachable host): never the server's own answer.
 function _isConnectionError(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  return typeof code === "string" && _CONNECTION_CODES.has(code);
+  if (isDbError(error)) return false;
+  const { code, syscall } = (error ?? {}) as {
+    code?: unknown;
+    syscall?: unknown;
+  };
+  return typeof syscall === "string" ||
+    (typeof code === "string" &&
+      (_CONNECTION_CODES.has(code) || _SOCKET_CODE.test(code)));
 }
 
 // A connection of the pool for this request alone, waited for at most
@@ -744,18 +769,12 @@ const _nothingBehind = () => false;
 // Whether postgres.js rejected a statement it had written (`state`) before
 // its connection was done with it, so that it calls the query once more at
 // that connection's ReadyForQuery: not the server's answer, not a lost
-// connection (a socket's error, whatever its code: postgres.js reports it
-// once, and the close that follows calls nothing), not 57014 (a query it
-// dropped from its queue).
+// connection (postgres.js reports a socket's error once, and the close
+// that follows calls nothing), not 57014 (a query it dropped from its
+// queue).
 function _refusedEarly(q: _Query, error: unknown): boolean {
-  const { code, syscall } = (error ?? {}) as {
-    code?: unknown;
-    syscall?: unknown;
-  };
-  const socket = typeof syscall === "string" ||
-    (typeof code === "string" && /^(E[A-Z0-9]+|ERR_\w+)$/.test(code));
-  return Boolean(q.state) && !isDbFailure(error) && code !== "57014" &&
-    !socket;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return Boolean(q.state) && !isDbFailure(error) && code !== "57014";
 }
 
 // Whether a statement's values hold `undefined`: a value, one given a type
@@ -879,6 +898,7 @@ const _PUBLIC_CONDITIONS: Record<string, string> = {
 
 // postgres.js's own codes, and the socket errors it passes on, for a
 // database that could not be reached or dropped the connection.
+const _SOCKET_CODE = /^(E[A-Z]+|ERR_(SSL|TLS|SOCKET|STREAM)_\w+)$/;
 const _CONNECTION_CODES = new Set([
   "CONNECT_TIMEOUT",
   "CONNECTION_CLOSED",
@@ -913,8 +933,10 @@ export function publicDbError(error: unknown): string {
     // postgres.js's own error for a query it dropped from its queue.
     return `${_PUBLIC_CONDITIONS[code]} (SQLSTATE ${code})`;
   }
-  if (typeof code === "string" && _CONNECTION_CODES.has(code)) {
-    return `database unreachable (${code})`;
+  if (_isConnectionError(error)) {
+    return `database unreachable (${
+      typeof code === "string" ? code : "socket"
+    })`;
   }
   return "database error";
 }
