@@ -8,12 +8,15 @@
  * others.
  */
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import net from "node:net";
 import postgres from "postgres";
 import { startCountingProxy } from "../../bench/pgproxy.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import {
   asDbTimeout,
   bounded,
+  pgArray,
   Pools,
 } from "../../supabase/functions/_shared/db.ts";
 import { ONE_FLIGHT } from "../../supabase/functions/_shared/db_function.ts";
@@ -212,6 +215,105 @@ withDb(
     assert.equal(next, 2);
   },
 );
+
+withDb(
+  "pgArray: any strings and numbers reach the database as the array they were, through the functions' pool (which fetches no array types)",
+  async (url) => {
+    const pools = new Pools();
+    try {
+      const sql = pools.database({
+        dbUrl: url,
+        dbPoolMax: 1,
+        dbStatementTimeoutMs: 3_000,
+      });
+      const texts = ["a", 'b"c', "d\\e", "NULL", "", " x ", "{,}", "ñ'"];
+      const [row] = await sql<{ texts: string[]; ids: string[]; none: [] }[]>`
+        select to_json(${pgArray(texts)}::text[]) as texts,
+               to_json(${pgArray([1, 20n, 3])}::bigint[]::text[]) as ids,
+               to_json(${pgArray([])}::uuid[]) as none`;
+      assert.deepEqual({ ...row }, {
+        texts,
+        ids: ["1", "20", "3"],
+        none: [],
+      });
+    } finally {
+      await pools.close();
+    }
+  },
+);
+
+withDb(
+  "Pools.database: a pooler that refuses a new connection at its first statement (as Supavisor does on a checkout timeout) fails that statement only: nothing is left unhandled, and the next statement is answered",
+  async (url) => {
+    // Between the pool and the database, answers the first statement
+    // (Parse or Query) with an ErrorResponse, and its Sync (or the Query)
+    // with a ReadyForQuery, as the server would; the rest goes through.
+    const { hostname, port } = new URL(url);
+    let refused: "no" | "until Sync" | "yes" = "no";
+    const error = _errorResponse("53300", "too many connections");
+    const ready = new Uint8Array([0x5a, 0, 0, 0, 5, 0x49]); // Z, idle
+    const endsInSync = (buf: Buffer) =>
+      buf.subarray(-5).equals(Buffer.from([0x53, 0, 0, 0, 4]));
+    const server = net.createServer((client) => {
+      const upstream = net.connect(Number(port), hostname);
+      upstream.pipe(client);
+      client.on("error", () => {});
+      upstream.on("error", () => {});
+      client.on("data", (buf: Buffer) => {
+        if (refused === "no" && (buf[0] === 0x50 || buf[0] === 0x51)) {
+          client.write(error);
+          refused = "until Sync";
+        } else if (refused !== "until Sync") return void upstream.write(buf);
+        if (buf[0] === 0x51 || endsInSync(buf)) {
+          client.write(ready);
+          refused = "yes";
+        }
+      });
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const via = new URL(url);
+    via.port = String((server.address() as net.AddressInfo).port);
+    let unhandled: unknown;
+    const onUnhandled = (e: PromiseRejectionEvent) => {
+      unhandled = e.reason;
+      e.preventDefault();
+    };
+    globalThis.addEventListener("unhandledrejection", onUnhandled);
+    const pools = new Pools();
+    try {
+      const sql = pools.database({
+        dbUrl: via.toString(),
+        dbPoolMax: 1,
+        dbStatementTimeoutMs: 3_000,
+      });
+      const first = await sql`select ${1}::int as n`.then(
+        () => "answered",
+        (e) => e.code,
+      );
+      const [{ n }] = await sql<{ n: number }[]>`select ${2}::int as n`;
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(unhandled, undefined, String(unhandled));
+      assert.deepEqual([first, n], ["53300", 2]);
+    } finally {
+      globalThis.removeEventListener("unhandledrejection", onUnhandled);
+      await pools.close();
+      server.close();
+    }
+  },
+);
+
+// A backend's ErrorResponse: severity ERROR, `code`, `message`.
+function _errorResponse(code: string, message: string): Uint8Array {
+  const fields = new TextEncoder().encode(
+    `SERROR\0VERROR\0C${code}\0M${message}\0\0`,
+  );
+  const out = new Uint8Array(5 + fields.length);
+  out[0] = 0x45; // E
+  new DataView(out.buffer).setUint32(1, 4 + fields.length);
+  out.set(fields, 5);
+  return out;
+}
 
 if (Deno.env.get("TEST_DATABASE_URL")) {
   // PGlite is one single-user session: it neither takes cancel requests nor

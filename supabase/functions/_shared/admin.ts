@@ -108,7 +108,8 @@ export async function rightsWritableBy(
   const [{ roles }] = await callingDbFunction(
     "presence.rights_writable_by",
     () =>
-      sql<{ roles: string[] }[]>`select presence.rights_writable_by() as roles`,
+      sql<{ roles: string[] }[]>`
+        select to_json(presence.rights_writable_by()) as roles`,
   );
   Object.assign(held, { at: now(), roles });
   if (roles.length) {

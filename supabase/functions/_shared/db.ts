@@ -82,10 +82,10 @@ export class Pools {
    * so its answer goes to nobody and the request waits for ever with every
    * backend idle (`tests/e2e/pooler_test.ts`); the hosted pooler is
    * reported to lose pipelined statements with or without parameters
-   * (supabase/supabase#50358, porsager/postgres#970). The cost: pings at
-   * c=16 on two connections lost about 40% of their rate
-   * (docs/performance.md, "The pool's gate"); `DB_POOL_MAX` sets how many
-   * statements an isolate has in flight.
+   * (supabase/supabase#50358, porsager/postgres#970). The cost: ES256
+   * pings on two connections lost about 30% of their rate at c=16 and 40%
+   * at c=64 (docs/performance.md, "The pool's gate"); `DB_POOL_MAX` sets
+   * how many statements an isolate has in flight.
    *
    * @example
    * ```ts
@@ -100,6 +100,14 @@ export class Pools {
         ...connectionOptions(env.dbUrl),
         max: env.dbPoolMax,
         prepare: false,
+        // The database's array types are not fetched: the query that
+        // fetches them is the first of each new connection, and its
+        // failure (a pooler refusing the connection at its first
+        // statement) is a rejection postgres.js leaves unhandled, which
+        // ends the isolate (porsager/postgres#1192). Arrays go as literals
+        // (`pgArray`) and come back as JSON. It also saves each new
+        // connection a round trip.
+        fetch_types: false,
         idle_timeout: 10,
         backoff: _reconnectDelay,
         max_lifetime: 60 * 30,
@@ -367,6 +375,25 @@ export function remember<T>(sql: Sql, key: symbol, make: () => T): T {
   if (!memory) return make();
   if (!memory.has(key)) memory.set(key, make());
   return memory.get(key) as T;
+}
+
+/**
+ * `values` as a PostgreSQL array literal, each element quoted: bound as one
+ * parameter and cast in the statement (`= any(${pgArray(ids)}::uuid[])`).
+ * The functions' pools do not fetch the database's array types (see
+ * {@linkcode Pools.database}), without which postgres.js cannot send a
+ * JavaScript array; a literal needs no type from the database.
+ *
+ * @example
+ * ```ts
+ * pgArray(["a", 'b"c']); // '{"a","b\\"c"}'
+ * ```
+ */
+export function pgArray(values: Iterable<string | number | bigint>): string {
+  const quoted = [...values].map((v) =>
+    `"${String(v).replace(/[\\"]/g, "\\$&")}"`
+  );
+  return `{${quoted.join(",")}}`;
 }
 
 /**

@@ -30,7 +30,7 @@
 import type postgres from "postgres";
 import type { Identity } from "./auth.ts";
 import { callingDbFunction } from "./db_function.ts";
-import type { Sql } from "./db.ts";
+import { pgArray, type Sql } from "./db.ts";
 import type { FunctionEnv } from "./env.ts";
 
 /** The settings that shape matching. */
@@ -121,7 +121,7 @@ export async function findUsuario(
         select u.id, u.rol, m.level
         from presence.match_usuario(${identity.id}::uuid,
           lower(${identity.email}::text), ${identity.emailConfirmed}::boolean,
-          ${[...rules.usernameDomains]}::text[]) m
+          ${pgArray(rules.usernameDomains)}::text[]) m
         join public.usuarios u on u.id = m.id
       `,
   );

@@ -14,6 +14,7 @@
  * @module
  */
 import type postgres from "postgres";
+import { pgArray } from "../_shared/db.ts";
 import {
   type AddressClaim,
   confirmedAfterMail,
@@ -89,7 +90,7 @@ export async function findAccounts(
            a.raw_app_meta_data as app_metadata,
            false as is_sso_user, a.created_at
     from auth.users a
-    where a.id = any(${ids}::uuid[]) and a.deleted_at is null
+    where a.id = any(${pgArray(ids)}::uuid[]) and a.deleted_at is null
     union all
     select 'email' as by, a.id::text, lower(a.email) as email,
            a.email_confirmed_at as confirmed_at,
@@ -99,7 +100,7 @@ export async function findAccounts(
            a.is_sso_user, a.created_at
     from auth.users a
     where a.instance_id = ${_INSTANCE_ID}::uuid
-      and lower(a.email) = any(${emails}::text[])
+      and lower(a.email) = any(${pgArray(emails)}::text[])
       and a.deleted_at is null
     order by by, is_sso_user, created_at
   `;
@@ -137,7 +138,7 @@ export async function linkedRows(
   const rows = await sql<{ id: string; auth_user_id: string }[]>`
     select u.id, u.auth_user_id::text
     from public.usuarios u
-    where u.auth_user_id = any(${[...new Set(accountIds)]}::uuid[])
+    where u.auth_user_id = any(${pgArray(new Set(accountIds))}::uuid[])
   `;
   for (const row of rows) out.set(row.auth_user_id, Number(row.id));
   return out;

@@ -12,6 +12,7 @@ import {
   HttpError,
   type HttpErrorOptions,
 } from "../_shared/errors.ts";
+import { pgArray } from "../_shared/db.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 
 /** How a change ended. */
@@ -112,7 +113,7 @@ export async function writeAudit(
        outcome, detail)
     values (${entry.actor.id}::uuid, ${entry.actor.email},
             ${entry.actor.kind}, ${entry.action}, ${entry.targetId},
-            ${[...entry.fields]}::text[], ${entry.outcome},
+            ${pgArray(entry.fields)}::text[], ${entry.outcome},
             ${entry.detail ?? null})
   `;
 }
@@ -185,7 +186,9 @@ export async function auditRefusal(
         select
           case when crowded then 'unknown' else ${action}::text end as action,
           case when crowded then null else ${targetId}::bigint end as target_id,
-          case when crowded then '{}'::text[] else ${fields}::text[] end
+          case when crowded then '{}'::text[] else ${
+      pgArray(fields)
+    }::text[] end
             as fields
         from (select n >= ${REFUSAL_ROWS_PER_MINUTE} as crowded from others) o
       )

@@ -12,7 +12,7 @@
  * @module
  */
 import type postgres from "postgres";
-import { isTransient, type Sql } from "../_shared/db.ts";
+import { isTransient, pgArray, type Sql } from "../_shared/db.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import { findAccounts, findCreatedAccount } from "./accounts.ts";
 import { type Actor, type Field, writeAudit } from "./audit.ts";
@@ -86,7 +86,7 @@ export async function recordIntent(
        actor_auth_user_id, actor_email)
     values (${intent.id}::uuid, ${intent.targetId}, ${lease.holder}::uuid,
             ${intent.kind}, ${intent.accountId}::uuid, ${intent.createdBy},
-            ${[...intent.fields]}::text[], ${intent.oldEmail},
+            ${pgArray(intent.fields)}::text[], ${intent.oldEmail},
             ${intent.newEmail}, ${
     sql.json(intent.rowSet as postgres.JSONValue)
   }, ${intent.rowBefore && sql.json(intent.rowBefore as postgres.JSONValue)},
@@ -181,9 +181,9 @@ export async function settleOrphans(
   columns: { authUserId: boolean },
 ): Promise<Settled[]> {
   const open = await sql<_IntentRow[]>`
-    select id::text, target_id, kind, account_id::text, created_by, fields,
-           old_email, new_email, row_set, row_before, actor_kind,
-           actor_auth_user_id::text, actor_email
+    select id::text, target_id, kind, account_id::text, created_by,
+           to_json(fields) as fields, old_email, new_email, row_set,
+           row_before, actor_kind, actor_auth_user_id::text, actor_email
     from public.auth_sync_intents
     where target_id = ${lease.targetId} and settled_at is null
       and holder <> ${lease.holder}::uuid

@@ -27,7 +27,7 @@
  */
 import postgres from "postgres";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
-import { publicDbError, type Sql } from "../_shared/db.ts";
+import { pgArray, publicDbError, type Sql } from "../_shared/db.ts";
 import { linkableAddress } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { findAccounts, linkedRows, normalizeEmail } from "./accounts.ts";
@@ -178,7 +178,9 @@ async function _readPage(
   const authUserId = columns.authUserId
     ? sql`u.auth_user_id::text`
     : sql`null::text`;
-  const byIds = input.ids ? sql`and u.id = any(${input.ids}::bigint[])` : sql``;
+  const byIds = input.ids
+    ? sql`and u.id = any(${pgArray(input.ids)}::bigint[])`
+    : sql``;
   const after = input.after_id !== undefined
     ? sql`and u.id > ${input.after_id}`
     : sql``;

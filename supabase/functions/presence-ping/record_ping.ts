@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { isUndefinedColumn, type Sql } from "../_shared/db.ts";
+import { isUndefinedColumn, pgArray, type Sql } from "../_shared/db.ts";
 import {
   callingDbFunction,
   domainsLiteral,
@@ -155,7 +155,7 @@ function _call(
   return sql<_Row[]>`
     select session_ok, id, ultimo_acceso, presence_state
     from presence.record_ping(${caller.userId}::uuid, null, ${caller.email}::text,
-      ${state}, ${[...settings.usernameDomains]}::text[],
+      ${state}, ${pgArray(settings.usernameDomains)}::text[],
       ${settings.minWriteIntervalS}::int)
   `;
 }

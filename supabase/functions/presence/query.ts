@@ -20,7 +20,7 @@
  * @module
  */
 import type { OptionalColumns } from "../_shared/columns.ts";
-import { abandoned, remember, type Sql } from "../_shared/db.ts";
+import { abandoned, pgArray, remember, type Sql } from "../_shared/db.ts";
 import type { Fragment } from "../_shared/match_user.ts";
 import type { CursorState } from "./cursor.ts";
 import { maskUsername } from "./mask.ts";
@@ -271,9 +271,7 @@ export function presenceStatement(
     ? sql`(u.ultimo_acceso at time zone 'UTC')`
     : sql`u.ultimo_acceso`;
   const ids = (column: Fragment) =>
-    o.ids
-      ? sql`and ${column} = any(${`{${o.ids.join(",")}}`}::bigint[])`
-      : sql``;
+    o.ids ? sql`and ${column} = any(${pgArray(o.ids)}::bigint[])` : sql``;
   const head = sql`now() as t,
     (extract(epoch from now()) * 1000000)::bigint::text as t_us,
     pg_current_snapshot()::text as snap`;
@@ -369,7 +367,7 @@ function _statusFilter(
   o: ReadOptions,
 ) {
   if (!o.status) return sql``;
-  const wanted = sql`and ${status} = any(${`{${o.status.join(",")}}`}::text[])`;
+  const wanted = sql`and ${status} = any(${pgArray(o.status)}::text[])`;
   if (o.status.includes("offline")) return wanted;
   return sql`and u.presence_state = 'online'
     and u.ultimo_acceso > ${_ago(sql, columns, o.offlineS)}
