@@ -404,56 +404,61 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
     );
   }
 
-  withDb(
-    "Pools.database: a session the server ends inside a transaction fails it, throws nothing where nobody catches it, and leaves no connection unable to send: every later statement is answered",
-    async (url, raw) => {
-      // postgres.js writes its ROLLBACK on the lost connection unless the
-      // pool holds it back (porsager/postgres#1208).
-      let uncaught: unknown;
-      const onError = (e: ErrorEvent) => {
-        uncaught = e.error;
-        e.preventDefault();
-      };
-      globalThis.addEventListener("error", onError);
-      const pools = new Pools();
-      try {
-        const sql = pools.database({
-          dbUrl: url,
-          dbPoolMax: 2,
-          dbStatementTimeoutMs: 3_000,
-        });
-        let pid: number | undefined;
-        const failed = sql.begin(async (tx) => {
-          [{ pid }] = await tx<{ pid: number }[]>`
+  for (const work of ["passes the error on", "catches the error"]) {
+    withDb(
+      `Pools.database: a session the server ends inside a transaction whose work ${work} fails it, throws nothing where nobody catches it, and leaves no connection unable to send: every later statement is answered`,
+      async (url, raw) => {
+        // postgres.js writes its ROLLBACK on the lost connection unless the
+        // pool holds it back (porsager/postgres#1208).
+        let uncaught: unknown;
+        const onError = (e: ErrorEvent) => {
+          uncaught = e.error;
+          e.preventDefault();
+        };
+        globalThis.addEventListener("error", onError);
+        const pools = new Pools();
+        try {
+          const sql = pools.database({
+            dbUrl: url,
+            dbPoolMax: 2,
+            dbStatementTimeoutMs: 3_000,
+          });
+          let pid: number | undefined;
+          const failed = sql.begin(async (tx) => {
+            [{ pid }] = await tx<{ pid: number }[]>`
             select pg_backend_pid() as pid`;
-          await tx`select pg_sleep(2)`;
-        }).then(() => "committed", (e) => e.code);
-        while (pid === undefined) await new Promise((r) => setTimeout(r, 20));
-        await raw`select pg_terminate_backend(${pid})`;
-        assert.equal(await failed, "CONNECTION_CLOSED");
-        await new Promise((r) => setTimeout(r, 300));
-        const answers: unknown[] = [];
-        for (let i = 0; i < 4; i++) {
-          // Two at once, so that both connections are used.
-          answers.push(
-            ...await Promise.all(
-              [1, 2].map((n) =>
-                sql<{ n: number }[]>`select ${n}::int as n`
-                  .then(([row]) => row.n, (e) => e.code)
+            const sleep = tx`select pg_sleep(2)`;
+            // As auth-sync's audit write does: logged, and the work goes on.
+            if (work === "catches the error") await sleep.catch(() => {});
+            else await sleep;
+          }).then(() => "committed", (e) => e.code);
+          while (pid === undefined) await new Promise((r) => setTimeout(r, 20));
+          await raw`select pg_terminate_backend(${pid})`;
+          assert.equal(await failed, "CONNECTION_CLOSED");
+          await new Promise((r) => setTimeout(r, 300));
+          const answers: unknown[] = [];
+          for (let i = 0; i < 4; i++) {
+            // Two at once, so that both connections are used.
+            answers.push(
+              ...await Promise.all(
+                [1, 2].map((n) =>
+                  sql<{ n: number }[]>`select ${n}::int as n`
+                    .then(([row]) => row.n, (e) => e.code)
+                ),
               ),
-            ),
-          );
+            );
+          }
+          assert.equal(uncaught, undefined, String(uncaught));
+          // The first two may meet the ended session's own error (57P01),
+          // which postgres.js keeps for the next statement on that connection.
+          assert.deepEqual(answers.slice(2), [1, 2, 1, 2, 1, 2]);
+        } finally {
+          globalThis.removeEventListener("error", onError);
+          await pools.close();
         }
-        assert.equal(uncaught, undefined, String(uncaught));
-        // The first two may meet the ended session's own error (57P01),
-        // which postgres.js keeps for the next statement on that connection.
-        assert.deepEqual(answers.slice(2), [1, 2, 1, 2, 1, 2]);
-      } finally {
-        globalThis.removeEventListener("error", onError);
-        await pools.close();
-      }
-    },
-  );
+      },
+    );
+  }
 
   withDb(
     "statement_timeout: set as a function's attribute it does not bound the statement that calls it; SET LOCAL does",

@@ -515,7 +515,11 @@ function _tracked(
               try {
                 await tx`select set_config('statement_timeout', ${timeout}, true),
                                 set_config('lock_timeout', ${lock}, true)`;
-                return await work(_tracked(tx, bounds, false, link));
+                const out = await work(_tracked(tx, bounds, false, link));
+                // A statement's loss the work caught (and went on): no
+                // COMMIT either.
+                if (!link.lost) return out;
+                throw _lostInTransaction();
               } catch (error) {
                 if (!link.lost && !_isConnectionError(error)) throw error;
                 // Its connection lost, postgres.js would write its ROLLBACK
@@ -538,6 +542,14 @@ function _tracked(
       return value;
     },
   }) as Sql;
+}
+
+// The error of a transaction whose connection was lost while its work
+// went on.
+function _lostInTransaction(): Error {
+  return Object.assign(new Error("connection lost in the transaction"), {
+    code: "CONNECTION_CLOSED",
+  });
 }
 
 // A reserved connection: whether postgres.js took it back (lost), and the
