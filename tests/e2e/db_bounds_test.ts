@@ -216,29 +216,20 @@ withDb(
   },
 );
 
-withDb(
+withOneConnection(
   "pgArray: any strings and numbers reach the database as the array they were, through the functions' pool (which fetches no array types)",
-  async (url) => {
-    const pools = new Pools();
-    try {
-      const sql = pools.database({
-        dbUrl: url,
-        dbPoolMax: 1,
-        dbStatementTimeoutMs: 3_000,
-      });
-      const texts = ["a", 'b"c', "d\\e", "NULL", "", " x ", "{,}", "ñ'"];
-      const [row] = await sql<{ texts: string[]; ids: string[]; none: [] }[]>`
-        select to_json(${pgArray(texts)}::text[]) as texts,
-               to_json(${pgArray([1, 20n, 3])}::bigint[]::text[]) as ids,
-               to_json(${pgArray([])}::uuid[]) as none`;
-      assert.deepEqual({ ...row }, {
-        texts,
-        ids: ["1", "20", "3"],
-        none: [],
-      });
-    } finally {
-      await pools.close();
-    }
+  async (view) => {
+    const sql = view(3_000);
+    const texts = ["a", 'b"c', "d\\e", "NULL", "", " x ", "{,}", "ñ'"];
+    const [row] = await sql<{ texts: string[]; ids: string[]; none: [] }[]>`
+      select to_json(${pgArray(texts)}::text[]) as texts,
+             to_json(${pgArray([1, 20n, 3])}::bigint[]::text[]) as ids,
+             to_json(${pgArray([])}::uuid[]) as none`;
+    assert.deepEqual({ ...row }, {
+      texts,
+      ids: ["1", "20", "3"],
+      none: [],
+    });
   },
 );
 

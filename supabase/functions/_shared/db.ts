@@ -470,8 +470,6 @@ function _tracked(
   timer: boolean,
   link?: _Link,
 ): Sql {
-  // The pool's own statements: a transaction's, and a reserved
-  // connection's, already have their connection.
   const gate = timer && !link ? bounds.gate : undefined;
   const track = (query: unknown) => _bound(query, bounds, timer, link, gate);
   return new Proxy(sql, {
@@ -519,7 +517,10 @@ function _tracked(
                 // A statement's loss the work caught (and went on): no
                 // COMMIT either.
                 if (!link.lost) return out;
-                throw _lostInTransaction();
+                throw _coded(
+                  "CONNECTION_CLOSED",
+                  "connection lost in the transaction",
+                );
               } catch (error) {
                 if (!link.lost && !_isConnectionError(error)) throw error;
                 // Its connection lost, postgres.js would write its ROLLBACK
@@ -544,16 +545,9 @@ function _tracked(
   }) as Sql;
 }
 
-// The error of a transaction whose connection was lost while its work
-// went on.
-function _lostInTransaction(): Error {
-  return Object.assign(new Error("connection lost in the transaction"), {
-    code: "CONNECTION_CLOSED",
-  });
-}
-
-// A reserved connection: whether postgres.js took it back (lost), and the
-// place in the gate it holds until released.
+// A reserved connection or a transaction's: whether it was lost (a
+// reserved one postgres.js has then taken back), and the place in the gate
+// a reserved one holds until released.
 interface _Link {
   lost: boolean;
   readonly place?: Place;
@@ -563,7 +557,12 @@ interface _Link {
 // connection or was cancelled before its answer: 57014, as the server's
 // own cancel, so that it answers 503 db_timeout (asDbTimeout).
 function _cancelled(message: string): Error {
-  return Object.assign(new Error(message), { code: "57014" });
+  return _coded("57014", message);
+}
+
+// An error with postgres.js's shape: a `code` beside the message.
+function _coded(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
 }
 
 // A place in the pool's gate (none without a gate), waited for at
@@ -714,9 +713,7 @@ function _bound(
       // refusals while building (too many parameters, a value a serializer
       // throws on) are not foreseen: no statement of the functions has one.
       if (gate && _undefinedValue(q.args)) {
-        reject(Object.assign(new Error("Undefined values are not allowed"), {
-          code: "UNDEFINED_VALUE",
-        }));
+        reject(_coded("UNDEFINED_VALUE", "Undefined values are not allowed"));
         return;
       }
       const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
@@ -935,20 +932,16 @@ const _PUBLIC_CONDITIONS: Record<string, string> = {
   "57P03": "database starting up",
 };
 
-// postgres.js's own codes, and the socket errors it passes on, for a
-// database that could not be reached or dropped the connection.
-const _SOCKET_CODE = /^(E[A-Z]+|ERR_(SSL|TLS|SOCKET|STREAM)_\w+)$/;
+// postgres.js's own codes for a database that could not be reached or
+// dropped the connection, and the codes of the socket errors it passes on
+// (ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ERR_SSL_…).
 const _CONNECTION_CODES = new Set([
   "CONNECT_TIMEOUT",
   "CONNECTION_CLOSED",
   "CONNECTION_ENDED",
   "CONNECTION_DESTROYED",
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ENOTFOUND",
-  "ETIMEDOUT",
-  "EPIPE",
 ]);
+const _SOCKET_CODE = /^(E[A-Z]+|ERR_(SSL|TLS|SOCKET|STREAM)_\w+)$/;
 
 /**
  * A description of a database failure that may be sent to any client: the
