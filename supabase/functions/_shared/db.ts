@@ -72,8 +72,8 @@ export class Pools {
    * 2 s of the database's return.
    *
    * No statement is ever written behind another on one connection
-   * (postgres.js's pipelining): each statement outside a transaction, each
-   * transaction and each reservation waits in a gate
+   * (postgres.js's pipelining): each statement outside a transaction and
+   * each transaction waits in a gate
    * ({@linkcode QueryBounds.gate}, `gate.ts`) for a connection of its own.
    * Transaction poolers lose pipelined answers: PgBouncer before 1.21 and
    * Supavisor before supabase/supavisor#1079 hand the server connection
@@ -340,12 +340,11 @@ export interface QueryBounds {
   readonly memory?: PoolMemory;
   /**
    * The pool's gate (`gate.ts`): with it, each statement outside a
-   * transaction, each transaction and each reservation waits for a
-   * connection of its own, within its time and until its request is
-   * abandoned, and holds it until postgres.js is done with it; and each
-   * statement is handed to postgres.js so that its connection counts as
-   * full while it runs (postgres.js queues the next rather than write it
-   * behind). A transaction must not await a statement of the pool outside
+   * transaction and each transaction waits for a connection of its own,
+   * within its time and until its request is abandoned, and holds it
+   * until postgres.js is done with it; and each statement is handed to
+   * postgres.js so that its connection counts as full while it runs
+   * (postgres.js queues the next rather than write it behind). A transaction must not await a statement of the pool outside
    * it: with every place held, that statement waits out its time.
    */
   readonly gate?: Gate;
@@ -450,8 +449,8 @@ export function abandoned(sql: Sql): boolean {
   return _boundsOf(sql)?.signal?.aborted ?? false;
 }
 
-// The bounds of a view made by `bounded` (or a transaction or reserved
-// connection of one); undefined for a bare pool.
+// The bounds of a view made by `bounded` (or a transaction of one);
+// undefined for a bare pool.
 function _boundsOf(sql: Sql): QueryBounds | undefined {
   return (sql as unknown as { [_BOUNDS]?: QueryBounds })[_BOUNDS];
 }
@@ -459,11 +458,9 @@ function _boundsOf(sql: Sql): QueryBounds | undefined {
 // `timer`: whether the client's timer bounds each statement. Inside a
 // transaction the server does (SET LOCAL, which a caller may raise for its
 // own transaction, as auth-sync's leased writes do), and only an aborted
-// request cancels from here. `link`, for a reserved connection, notes
-// whether it was lost: postgres.js has then already taken it back, and
-// releasing it again would put a dead connection in the pool. The gate
-// holds back the pool's own units only: a transaction's statements, and a
-// reserved connection's, already have their connection.
+// request cancels from here. `link`, for a transaction, notes whether its
+// connection was lost. The gate holds back the pool's own units only: a
+// transaction's statements already have their connection.
 function _tracked(
   sql: Sql,
   bounds: QueryBounds,
@@ -481,24 +478,12 @@ function _tracked(
       if (key === "unsafe" && typeof value === "function") {
         return (...args: unknown[]) => track(value.apply(target, args));
       }
-      if (key === "reserve" && typeof value === "function") {
-        return async () => {
-          const place = await _admitted(gate, bounds);
-          const conn = await _reserve(target, bounds).catch((error) => {
-            place?.leave();
-            throw error;
-          });
-          return _tracked(conn as unknown as Sql, bounds, timer, {
-            lost: false,
-            place,
-          });
-        };
-      }
-      if (key === "release" && link && typeof value === "function") {
-        return () => {
-          if (!link.lost) value.call(target);
-          link.place?.leave();
-        };
+      // No function needs a connection of its own beyond a transaction, and
+      // one would have to hold a gate place for as long as it is reserved
+      // and never be released once lost: refused, rather than handed out
+      // past the gate.
+      if (key === "reserve") {
+        return () => Promise.reject(_coded("RESERVE_REFUSED", _NO_RESERVE));
       }
       if (key === "begin" && typeof value === "function") {
         return async (...args: unknown[]) => {
@@ -545,15 +530,15 @@ function _tracked(
   }) as Sql;
 }
 
-// A reserved connection or a transaction's: whether it was lost (a
-// reserved one postgres.js has then taken back), and the place in the gate
-// a reserved one holds until released.
+// A transaction's connection: whether it was lost.
 interface _Link {
   lost: boolean;
-  readonly place?: Place;
 }
 
-// The error of a statement, transaction or reservation that got no
+const _NO_RESERVE =
+  "reserve() is not offered by the functions' pool: use begin() for work that needs one connection";
+
+// The error of a statement or transaction that got no
 // connection or was cancelled before its answer: 57014, as the server's
 // own cancel, so that it answers 503 db_timeout (asDbTimeout).
 function _cancelled(message: string): Error {
@@ -605,32 +590,6 @@ function _isConnectionError(error: unknown): boolean {
   return typeof syscall === "string" ||
     (typeof code === "string" &&
       (_CONNECTION_CODES.has(code) || _SOCKET_CODE.test(code)));
-}
-
-// A connection of the pool for this request alone, waited for at most
-// until the deadline (or the request's abort); one that arrives later is
-// handed straight back.
-async function _reserve(
-  sql: Sql,
-  bounds: QueryBounds,
-): Promise<postgres.ReservedSql> {
-  const pending = sql.reserve();
-  let stop: () => void = () => {};
-  const late = new Promise<never>((_, reject) => {
-    stop = () => reject(_cancelled("no connection in time"));
-  });
-  const timeout = setTimeout(stop, bounds.timeoutMs);
-  bounds.signal?.addEventListener("abort", stop, { once: true });
-  if (bounds.signal?.aborted) stop();
-  try {
-    return await Promise.race([pending, late]);
-  } catch (error) {
-    pending.then((conn) => conn.release(), () => {});
-    throw error;
-  } finally {
-    clearTimeout(timeout);
-    bounds.signal?.removeEventListener("abort", stop);
-  }
 }
 
 // Arms the timer and the abort listener when the query is first awaited

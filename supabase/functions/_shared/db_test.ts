@@ -291,3 +291,18 @@ Deno.test("abandoned: true once the request behind a bounded view aborts, never 
     await pool.end();
   }
 });
+
+Deno.test("bounded: reserve() is refused, never a connection handed out past the gate", async () => {
+  // Never connects: a refused reserve() asks postgres.js for nothing.
+  const pool = postgres("postgresql://u:p@127.0.0.1:1/db", { max: 1 });
+  try {
+    const view = bounded(pool, { timeoutMs: 1000 });
+    await assert.rejects(view.reserve(), (error: Error & { code?: string }) => {
+      assert.equal(error.code, "RESERVE_REFUSED");
+      assert.match(error.message, /use begin\(\)/);
+      return true;
+    });
+  } finally {
+    await pool.end();
+  }
+});
