@@ -68,6 +68,16 @@ export function clusterUnavailable(): string | null {
     : null;
 }
 
+/** Options of {@linkcode throwawayCluster}. */
+export interface ClusterOptions {
+  /**
+   * Serve TLS too (`ssl = on`), with a self-signed certificate for
+   * `localhost` made by `openssl`: what `sslmode=require` accepts and
+   * `verify-full` refuses.
+   */
+  readonly tls?: boolean;
+}
+
 /**
  * Creates and starts a throw-away PostgreSQL cluster on a free port (trust
  * authentication, loopback only, fsync off: its data is thrown away). As
@@ -84,7 +94,9 @@ export function clusterUnavailable(): string | null {
  * }
  * ```
  */
-export async function throwawayCluster(): Promise<RestartableDb> {
+export async function throwawayCluster(
+  options: ClusterOptions = {},
+): Promise<RestartableDb> {
   const bin = _pgBin();
   if (!bin) throw new Error(clusterUnavailable()!);
   const root = Deno.uid() === 0;
@@ -98,9 +110,16 @@ export async function throwawayCluster(): Promise<RestartableDb> {
   await as(
     `${bin}/initdb -D ${data} -A trust -U postgres --no-sync >/dev/null`,
   );
+  if (options.tls) {
+    // server.crt and server.key in the data folder: PostgreSQL's defaults.
+    await as(
+      `openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -keyout ${data}/server.key -out ${data}/server.crt 2>/dev/null && chmod 600 ${data}/server.key`,
+    );
+  }
+  const tls = options.tls ? " -c ssl=on" : "";
   const start = () =>
     as(
-      `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300" start >/dev/null`,
+      `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300${tls}" start >/dev/null`,
     ).then(() => {});
   try {
     await start();

@@ -12,6 +12,7 @@ import { once } from "node:events";
 import net from "node:net";
 import postgres from "postgres";
 import { startCountingProxy } from "../../bench/pgproxy.ts";
+import { throwawayCluster } from "../../local/testing/cluster.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import {
   asDbTimeout,
@@ -602,6 +603,103 @@ Deno.test({
       await raw.end({ timeout: 1 });
       closeProxy(listener, links);
       await db.close();
+    }
+  },
+});
+
+withDb(
+  "Pools.database: a server that accepts connections and closes them before their startup (a balancer whose database is down) gets a few a second, not hundreds; once it answers, the pool serves again",
+  async (url) => {
+    const target = new URL(url);
+    let down = true;
+    let accepted = 0;
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const links: Deno.Conn[] = [];
+    (async () => {
+      for await (const client of listener) {
+        accepted++;
+        if (down) {
+          // Reads the startup message, then closes cleanly (no error).
+          client.read(new Uint8Array(1024)).finally(() => client.close())
+            .catch(() => {});
+          continue;
+        }
+        const server = await Deno.connect({
+          hostname: target.hostname,
+          port: Number(target.port),
+        });
+        links.push(client, server);
+        client.readable.pipeTo(server.writable).catch(() => {});
+        server.readable.pipeTo(client.writable).catch(() => {});
+      }
+    })().catch(() => {});
+    const proxied = new URL(url);
+    proxied.port = String((listener.addr as Deno.NetAddr).port);
+    const pools = new Pools();
+    try {
+      const sql = pools.database({
+        dbUrl: proxied.href,
+        dbPoolMax: 2,
+        dbStatementTimeoutMs: 1000,
+      });
+      const early = await sql`select 1 as one`.then(() => null, (e) => e);
+      assert.equal(early?.code, "57014");
+      const before = accepted;
+      await new Promise((r) => setTimeout(r, 2000));
+      // postgres.js alone reconnects at once: about 900 in these 2 s here.
+      assert.ok(
+        accepted - before < 30,
+        `${accepted - before} connections in 2 s`,
+      );
+      down = false;
+      const later = pools.database({
+        dbUrl: proxied.href,
+        dbPoolMax: 2,
+        dbStatementTimeoutMs: 5000,
+      });
+      const [row] = await later`select 2 as two`;
+      assert.equal(row.two, 2);
+    } finally {
+      await pools.close();
+      closeProxy(listener, links);
+    }
+  },
+);
+
+Deno.test({
+  name:
+    "Pools.database: TLS through the pool's own sockets: sslmode=require and prefer encrypt, verify-full refuses a self-signed certificate with a clear error",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const cluster = await throwawayCluster({ tls: true });
+    const pools = new Pools();
+    const url = (host: string, mode: string) => {
+      const u = new URL(cluster.url);
+      u.hostname = host;
+      u.searchParams.set("sslmode", mode);
+      return u.href;
+    };
+    const encrypted = async (dbUrl: string) => {
+      const sql = pools.database({
+        dbUrl,
+        dbPoolMax: 1,
+        dbStatementTimeoutMs: 5000,
+      });
+      const [row] = await sql`
+        select ssl from pg_stat_ssl where pid = pg_backend_pid()`;
+      return row.ssl;
+    };
+    try {
+      assert.equal(await encrypted(url("127.0.0.1", "require")), true);
+      assert.equal(await encrypted(url("localhost", "prefer")), true);
+      assert.equal(await encrypted(url("127.0.0.1", "disable")), false);
+      const refused = await encrypted(url("localhost", "verify-full"))
+        .then(() => null, (e) => e);
+      assert.match(String(refused?.code), /SELF_SIGNED|CERT/);
+    } finally {
+      await pools.close();
+      await cluster.destroy();
     }
   },
 });

@@ -9,6 +9,7 @@
 import postgres from "postgres";
 import { HttpError } from "./errors.ts";
 import { Gate, type Place } from "./gate.ts";
+import { pacedSockets, reconnectDelay } from "./sockets.ts";
 
 /** The postgres.js client type used across the functions. */
 export type Sql = postgres.Sql;
@@ -55,7 +56,7 @@ export interface DatabaseSettings {
 export class Pools {
   readonly #pools = new Map<
     string,
-    { sql: Sql; memory: PoolMemory; gate: Gate }
+    { sql: Sql; memory: PoolMemory; gate: Gate; ended: AbortController }
   >();
 
   /**
@@ -69,7 +70,9 @@ export class Pools {
    * 6543) cannot keep named prepared statements across transactions.
    * Reconnection waits at most about half a second between attempts
    * (postgres.js's default grows to 20 s), so pings answer again within
-   * 2 s of the database's return.
+   * 2 s of the database's return; and the pool opens its sockets itself,
+   * paced (`sockets.ts`), so that a server that closes connections before
+   * their startup gets a few a second, not hundreds.
    *
    * No statement is ever written behind another on one connection
    * (postgres.js's pipelining): each statement outside a transaction and
@@ -96,9 +99,24 @@ export class Pools {
   database(env: DatabaseSettings, signal?: AbortSignal): Sql {
     let pool = this.#pools.get(env.dbUrl);
     if (!pool) {
+      const options = connectionOptions(env.dbUrl);
+      const ended = new AbortController();
+      // Paced: postgres.js alone reconnects at once, for ever, to a server
+      // that closes connections before their startup (sockets.ts). Its
+      // `socket` option is documented (README, "Custom socket") but not in
+      // its types.
+      const paced = {
+        socket: pacedSockets({
+          host: options.host,
+          port: options.port,
+          max: env.dbPoolMax,
+          signal: ended.signal,
+        }),
+      } as object;
       const sql = postgres({
-        ...connectionOptions(env.dbUrl),
+        ...options,
         max: env.dbPoolMax,
+        ...paced,
         prepare: false,
         // The database's array types are not fetched: the query that
         // fetches them is the first of each new connection, and its
@@ -109,11 +127,11 @@ export class Pools {
         // connection a round trip.
         fetch_types: false,
         idle_timeout: 10,
-        backoff: _reconnectDelay,
+        backoff: reconnectDelay,
         max_lifetime: 60 * 30,
         onnotice: () => {},
       });
-      pool = { sql, memory: new Map(), gate: new Gate(env.dbPoolMax) };
+      pool = { sql, memory: new Map(), gate: new Gate(env.dbPoolMax), ended };
       this.#pools.set(env.dbUrl, pool);
     }
     return bounded(pool.sql, {
@@ -134,7 +152,10 @@ export class Pools {
   async close(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map(({ sql }) => sql.end({ timeout: 5 })));
+    await Promise.all(pools.map(({ sql, ended }) => {
+      ended.abort();
+      return sql.end({ timeout: 5 });
+    }));
   }
 }
 
@@ -787,12 +808,6 @@ function _undefinedValue(args: readonly unknown[] = []): boolean {
     (x?.constructor?.name === "Parameter" &&
       (x as { value?: unknown }).value === undefined)
   );
-}
-
-// Seconds before reconnect attempt `retries`: 50 ms doubling to 500 ms, with
-// jitter so that isolates do not reconnect in step.
-function _reconnectDelay(retries: number): number {
-  return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 0.5);
 }
 
 // A statement cancelled (by its timeout, the client's timer or an
