@@ -485,6 +485,32 @@ function closeProxy(listener: Deno.Listener, links: Deno.Conn[]): void {
   }
 }
 
+// A loopback proxy in front of `url`'s server: each connection it accepts
+// is forwarded once `admit` says so, or left to `admit` (closed, held).
+function forwardingProxy(
+  url: string,
+  admit: (client: Deno.Conn) => Promise<boolean> | boolean,
+): { url: string; close(): void } {
+  const target = new URL(url);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const links: Deno.Conn[] = [];
+  (async () => {
+    for await (const client of listener) {
+      if (!await admit(client)) continue;
+      const server = await Deno.connect({
+        hostname: target.hostname,
+        port: Number(target.port),
+      });
+      links.push(client, server);
+      client.readable.pipeTo(server.writable).catch(() => {});
+      server.readable.pipeTo(client.writable).catch(() => {});
+    }
+  })().catch(() => {});
+  const proxied = new URL(url);
+  proxied.port = String((listener.addr as Deno.NetAddr).port);
+  return { url: proxied.href, close: () => closeProxy(listener, links) };
+}
+
 Deno.test({
   name:
     "bounded: a statement out of time while its connection is still opening answers 57014, and the pool keeps serving",
@@ -492,26 +518,13 @@ Deno.test({
   sanitizeOps: false,
   async fn() {
     const db = await createTestDatabase();
-    const target = new URL(db.url);
     // A proxy that takes 400 ms to open each connection, as a far or busy
     // pooler can.
-    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const proxied = new URL(db.url);
-    proxied.port = String((listener.addr as Deno.NetAddr).port);
-    const links: Deno.Conn[] = [];
-    (async () => {
-      for await (const client of listener) {
-        await new Promise((r) => setTimeout(r, 400));
-        const server = await Deno.connect({
-          hostname: target.hostname,
-          port: Number(target.port),
-        });
-        links.push(client, server);
-        client.readable.pipeTo(server.writable).catch(() => {});
-        server.readable.pipeTo(client.writable).catch(() => {});
-      }
-    })().catch(() => {});
-    const raw = postgres(proxied.href, { max: 1, prepare: false });
+    const proxy = forwardingProxy(
+      db.url,
+      () => new Promise((r) => setTimeout(() => r(true), 400)),
+    );
+    const raw = postgres(proxy.url, { max: 1, prepare: false });
     try {
       const sql = bounded(raw, { timeoutMs: 100 });
       const early = await sql`select 1 as one`.then(() => null, (e) => e);
@@ -523,7 +536,7 @@ Deno.test({
       assert.equal(row.two, 2);
     } finally {
       await raw.end({ timeout: 1 });
-      closeProxy(listener, links);
+      proxy.close();
       await db.close();
     }
   },
@@ -610,35 +623,20 @@ Deno.test({
 withDb(
   "Pools.database: a server that accepts connections and closes them before their startup (a balancer whose database is down) gets a few a second, not hundreds; once it answers, the pool serves again",
   async (url) => {
-    const target = new URL(url);
     let down = true;
     let accepted = 0;
-    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const links: Deno.Conn[] = [];
-    (async () => {
-      for await (const client of listener) {
-        accepted++;
-        if (down) {
-          // Reads the startup message, then closes cleanly (no error).
-          client.read(new Uint8Array(1024)).finally(() => client.close())
-            .catch(() => {});
-          continue;
-        }
-        const server = await Deno.connect({
-          hostname: target.hostname,
-          port: Number(target.port),
-        });
-        links.push(client, server);
-        client.readable.pipeTo(server.writable).catch(() => {});
-        server.readable.pipeTo(client.writable).catch(() => {});
-      }
-    })().catch(() => {});
-    const proxied = new URL(url);
-    proxied.port = String((listener.addr as Deno.NetAddr).port);
+    const proxy = forwardingProxy(url, (client) => {
+      accepted++;
+      if (!down) return true;
+      // Reads the startup message, then closes cleanly (no error).
+      client.read(new Uint8Array(1024)).finally(() => client.close())
+        .catch(() => {});
+      return false;
+    });
     const pools = new Pools();
     try {
       const sql = pools.database({
-        dbUrl: proxied.href,
+        dbUrl: proxy.url,
         dbPoolMax: 2,
         dbStatementTimeoutMs: 1000,
       });
@@ -653,7 +651,7 @@ withDb(
       );
       down = false;
       const later = pools.database({
-        dbUrl: proxied.href,
+        dbUrl: proxy.url,
         dbPoolMax: 2,
         dbStatementTimeoutMs: 5000,
       });
@@ -661,7 +659,7 @@ withDb(
       assert.equal(row.two, 2);
     } finally {
       await pools.close();
-      closeProxy(listener, links);
+      proxy.close();
     }
   },
 );
