@@ -3,7 +3,8 @@
  * kit's watched map (the real kit, polling the real function through
  * supabase-js) must equal a full read after the app's own update, insert
  * and delete, a SAVEPOINT or EXCEPTION-block write, a write by another role,
- * a TRUNCATE, an idle transaction beside the reads, and with a naive
+ * a TRUNCATE, an idle transaction beside the reads, times a Date cannot
+ * hold (`infinity`, `-infinity`, a BC date), and with a naive
  * `timestamp` column under Europe/Madrid and America/Mexico_City. Also: a
  * non-superuser reading role. Runs on PGlite and, with TEST_DATABASE_URL,
  * on PostgreSQL, where transactions really overlap.
@@ -111,12 +112,23 @@ async function watcher(reader: Awaited<ReturnType<TestStack["createUser"]>>) {
     pageSize: 7,
   });
   let resolve: (m: Map<number, PresenceUser>) => void = () => {};
-  let next = new Promise<Map<number, PresenceUser>>((r) => resolve = r);
+  let reject: (error: unknown) => void = () => {};
+  const pending = () =>
+    new Promise<Map<number, PresenceUser>>((ok, fail) => {
+      resolve = ok;
+      reject = fail;
+    });
+  let next = pending();
   const errors: unknown[] = [];
-  kit.on("error", (e) => errors.push(e));
+  // A failed poll fails the test at once, rather than leave it waiting for
+  // a map that never comes.
+  kit.on("error", (e) => {
+    errors.push(e);
+    reject(new Error(`the kit's poll failed: ${JSON.stringify(e)}`));
+  });
   const unwatch = kit.watch((users) => {
     resolve(new Map(users as Map<number, PresenceUser>));
-    next = new Promise((r) => resolve = r);
+    next = pending();
   });
   let map = await next;
   return {
@@ -704,6 +716,44 @@ if (onPostgres) {
     },
   );
 }
+
+e2eTest(
+  "presence: an ultimo_acceso a Date cannot hold (infinity, -infinity, a BC date: legacy sentinels, or the app's own write) is answered null; full reads and the changes since a cursor go on",
+  async () => {
+    const reader = await member("reader");
+    const w = await watcher(reader);
+    const ids: number[] = [];
+    try {
+      for (
+        const [value, state] of [
+          ["-infinity", "offline"],
+          ["infinity", "offline"],
+          ["0044-03-15 00:00:00+00 BC", "online"],
+        ]
+      ) {
+        // Written by the app after the watcher's first read: the next poll
+        // lists it.
+        const [row] = await stack.sql`
+          insert into public.usuarios (nombre_usuario, presence_state, ultimo_acceso)
+          values (${`odd-${value}`}, ${state}, ${value}::text::timestamptz)
+          returning id`;
+        ids.push(Number(row.id));
+        const map = await assertInStep(w, reader, `after ${value}`);
+        const user = map.get(Number(row.id));
+        assert.equal(user?.ultimo_acceso, null, value);
+        assert.equal(user?.status, "offline", value);
+      }
+      // The app moves one of them to a real time: listed with it.
+      await stack.sql`update public.usuarios set ultimo_acceso = now(),
+                        presence_state = 'online' where id = ${ids[0]}`;
+      const map = await assertInStep(w, reader, "after a real time");
+      assert.equal(map.get(ids[0])?.status, "online");
+    } finally {
+      w.stop();
+      await stack.sql`delete from public.usuarios where id = any(${ids})`;
+    }
+  },
+);
 
 for (const zone of ["Europe/Madrid", "America/Mexico_City"]) {
   e2eTest(

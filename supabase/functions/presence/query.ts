@@ -374,6 +374,15 @@ function _statusFilter(
     ${wanted}`;
 }
 
+// A stored time as ISO 8601, or null: also for what PostgreSQL holds and a
+// Date cannot (`infinity`, `-infinity`, a BC date, which postgres.js reads
+// as an invalid Date): legacy sentinels ("never signed in"), or an app's
+// own write, must not fail every read of their page. The status was
+// computed in SQL from the stored value (`-infinity` is offline).
+function _instant(time: Date | null): string | null {
+  return time && !Number.isNaN(time.getTime()) ? time.toISOString() : null;
+}
+
 function _result(rows: _Row[], o: ReadOptions): ReadResult {
   const head = rows[0];
   const found = rows.filter((r) => r.id !== null);
@@ -392,7 +401,7 @@ function _result(rows: _Row[], o: ReadOptions): ReadResult {
         ? r.nombre_usuario
         : maskUsername(r.nombre_usuario),
       presence_state: r.presence_state,
-      ultimo_acceso: r.ultimo_acceso ? r.ultimo_acceso.toISOString() : null,
+      ultimo_acceso: _instant(r.ultimo_acceso),
       status: r.status!,
     };
     if (!o.admin) {
