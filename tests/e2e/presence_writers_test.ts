@@ -331,6 +331,60 @@ e2eTest(
 );
 
 e2eTest(
+  "presence: a write with triggers disabled is not listed; the whole-table marker docs/api.md gives for it makes the next poll a resync",
+  async () => {
+    const reader = await member("reader");
+    const other = await member("other");
+    const w = await watcher(reader);
+    try {
+      // As pg_restore --disable-triggers, or a bulk fix run that way.
+      await stack.sql.begin(async (tx) => {
+        await tx`alter table public.usuarios disable trigger usuarios_log_update`;
+        await tx`update public.usuarios set presence_state = 'online',
+                   ultimo_acceso = now() where id = ${other.rowId!}`;
+        await tx`alter table public.usuarios
+                   enable always trigger usuarios_log_update`;
+      });
+      assert.equal((await w.poll()).get(other.rowId!)?.status, "offline");
+      // The statement of docs/api.md, "How the cursor works".
+      await stack.sql`
+        insert into presence.changes (user_id, txid)
+        values (-9223372036854775808, pg_current_xact_id())
+        on conflict (user_id) do update set txid = excluded.txid, logged_at = now()`;
+      const map = await assertInStep(w, reader, "after the marker");
+      assert.equal(map.get(other.rowId!)?.status, "online");
+    } finally {
+      w.stop();
+    }
+  },
+);
+
+e2eTest(
+  "presence.changes: the prune docs/api.md gives removes only deleted users' rows older than a day",
+  async () => {
+    const prune = () =>
+      stack.sql`
+        delete from presence.changes c
+        where not exists (select 1 from public.usuarios u where u.id = c.user_id)
+          and c.logged_at < now() - interval '1 day'
+        returning c.user_id`;
+    const [kept] = await stack.sql`
+      insert into public.usuarios (nombre_usuario) values ('kept') returning id`;
+    const [gone] = await stack.sql`
+      insert into public.usuarios (nombre_usuario) values ('gone') returning id`;
+    await stack.sql`delete from public.usuarios where id = ${gone.id}`;
+    assert.deepEqual([...await prune()], []);
+    await stack.sql`update presence.changes
+                    set logged_at = now() - interval '2 days'
+                    where user_id in (${kept.id}, ${gone.id})`;
+    assert.deepEqual((await prune()).map((r) => Number(r.user_id)), [
+      Number(gone.id),
+    ]);
+    await stack.sql`delete from public.usuarios where id = ${kept.id}`;
+  },
+);
+
+e2eTest(
   "presence: a non-superuser reading role reads changes since a cursor",
   async () => {
     const target = await member("target");
