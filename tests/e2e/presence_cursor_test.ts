@@ -7,7 +7,10 @@
  * where transactions really overlap.
  */
 import assert from "node:assert/strict";
-import { presenceStatement } from "../../supabase/functions/presence/query.ts";
+import {
+  CHANGES_BOUND_PAGES,
+  presenceStatement,
+} from "../../supabase/functions/presence/query.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
@@ -301,6 +304,57 @@ e2eTest(
       /Index Scan using usuarios_pkey on usuarios u \(actual time=[\d.]+ rows=1(\.00)? loops=5\)/,
       plan,
     );
+  },
+);
+
+e2eTest(
+  "presence: on a large table the changes-since bound grows with the table (the square root of its rows times limit): a bulk write short of a full read's cost is followed, not answered with a resync",
+  async () => {
+    // A large table (the test above makes one; alone, this test does).
+    await stack.sql`
+      insert into public.usuarios (nombre_usuario, presence_state)
+      select 'plan-' || g, 'offline'
+      from generate_series(1, 20000 - (select count(*)::int
+        from public.usuarios where nombre_usuario like 'plan-%')) g`;
+    await stack.sql`analyze public.usuarios`;
+    const [{ rows }] = await stack.sql`
+      select reltuples::float8 as rows from pg_catalog.pg_class
+      where oid = 'public.usuarios'::regclass`;
+    assert.ok(rows >= 20_000, `${rows} rows`);
+    const limit = 2;
+    const bound = Math.max(
+      limit * CHANGES_BOUND_PAGES,
+      Math.floor(Math.sqrt(rows * limit)),
+    );
+    // Past the bound of pages alone: the table decides here.
+    assert.ok(bound > limit * CHANGES_BOUND_PAGES, `bound ${bound}`);
+    const reader = await stack.createUser({
+      row: { auth_user_id: true, nombre_usuario: "bound-reader" },
+    });
+    const ids = (await stack.sql`
+      select id from public.usuarios where nombre_usuario like 'plan-%'
+      order by id limit ${bound + 1}`).map((r) => Number(r.id));
+    const touch = (n: number) =>
+      stack.sql`update public.usuarios set rol = 'bulk'
+                where id = any(${ids.slice(0, n)}::bigint[])`;
+    const first = await invoke(reader.client, "presence", {
+      body: { limit },
+    });
+    await touch(bound);
+    const within = await invoke(reader.client, "presence", {
+      body: { limit, cursor: first.body.cursor },
+    });
+    assert.equal(within.status, 200);
+    assert.equal(within.body.resync, false);
+    assert.deepEqual(
+      within.body.users.map((u: Item) => u.id),
+      ids.slice(0, limit),
+    );
+    await touch(bound + 1);
+    const past = await invoke(reader.client, "presence", {
+      body: { limit, cursor: within.body.cursor },
+    });
+    assert.equal(past.body.resync, true);
   },
 );
 

@@ -86,13 +86,16 @@ export interface ReadResult {
 export const WHOLE_TABLE = "-9223372036854775808";
 
 /**
- * Pages' worth of changed ids a changes-since read follows: past
- * `CHANGES_BOUND_PAGES × limit` (a bulk write, a backfill, "everyone
- * offline"), the answer is a full read flagged `resync` instead. Every page
- * of a changes-since read gathers what changed before it picks its page, so
- * without a bound a million changed rows would cost a million-row read per
- * page, thousands of pages per watcher; a full read's pages are keyset
- * lookups.
+ * Pages' worth of changed ids a changes-since read follows at least. Every
+ * page of a changes-since read gathers what changed before it picks its
+ * page, so following `k` changed ids costs about `k² / limit` rows in all,
+ * where a full read of the table's `n` rows costs `n`: past `√(n × limit)`
+ * changed ids (the table's size as `pg_class.reltuples` estimates it), or
+ * `CHANGES_BOUND_PAGES × limit` if that is more, the answer is a full read
+ * flagged `resync` instead (a bulk write, a backfill, "everyone offline").
+ * A bound of pages alone made every poll of a large, busy table a full read
+ * (1,000,000 rows, 5,001 changes at `limit` 500: 2,001 pages per watcher,
+ * where following them was 11).
  */
 export const CHANGES_BOUND_PAGES = 10;
 
@@ -308,23 +311,31 @@ export function presenceStatement(
   };
   // Each branch stops one row past the bound: if any reaches it, more than
   // the bound changed, whatever the others hold.
-  const bound = o.limit * CHANGES_BOUND_PAGES;
+  const least = o.limit * CHANGES_BOUND_PAGES;
   return sql`
+    -- The bound (CHANGES_BOUND_PAGES); reltuples is -1 before the first
+    -- ANALYZE.
+    with bound as materialized (
+      select greatest(${least}::int, floor(sqrt(
+               greatest(pc.reltuples, 0)::float8 * ${o.limit}::int)))::int as n
+      from pg_catalog.pg_class pc
+      where pc.oid = 'public.usuarios'::pg_catalog.regclass
+    ),
     -- Materialised: a few rows, each branch through its own index, rather
     -- than an ordered walk of the whole log that stops at the page's end.
-    with changed as materialized (
+    changed as materialized (
       (select c.user_id as id from presence.changes c
        where c.txid >= pg_snapshot_xmax(${s})
-       limit ${bound + 1}::int)
+       limit (select n + 1 from bound))
       union
       (select c.user_id from presence.changes c
        where c.txid = any(array(select pg_snapshot_xip(${s})))
-       limit ${bound + 1}::int)
+       limit (select n + 1 from bound))
       union
       (select u.id from public.usuarios u
        where u.presence_state = 'online'
          and (${crossed(o.awayS)} or ${crossed(o.offlineS)})
-       limit ${bound + 1}::int)
+       limit (select n + 1 from bound))
     ),
     -- The page's ids first: the planner then knows it joins a handful of
     -- ids and looks each up by primary key.
@@ -350,7 +361,7 @@ export function presenceStatement(
            (pg_snapshot_xmax(pg_current_snapshot()) < pg_snapshot_xmax(${s})
             or exists (select 1 from presence.changes c
                        where c.user_id = ${WHOLE_TABLE}::bigint and ${since})
-            or (select count(*) from changed) > ${bound}::int)
+            or (select count(*) from changed) > (select n from bound))
              as reset,
            page.*
     from (values (1)) one left join page on true
