@@ -588,7 +588,7 @@ e2eTest(
       ["id not a number", { ids: ["1 or 1=1"] }, ["ids", 0]],
       ["limit 0", { limit: 0 }, ["limit"]],
       ["limit 501", { limit: 501 }, ["limit"]],
-      ["after_id negative", { after_id: -5 }, ["after_id"]],
+      ["after_id not a whole number", { after_id: 2.5 }, ["after_id"]],
       ["unknown member", { since: "yesterday" }, []],
       ["cursor with status", { cursor: good, status: ["online"] }, [
         "status",

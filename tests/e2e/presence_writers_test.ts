@@ -156,7 +156,7 @@ async function fullRead(
   reader: Awaited<ReturnType<TestStack["createUser"]>>,
 ): Promise<Map<number, PresenceUser>> {
   const users = new Map<number, PresenceUser>();
-  let after: number | null = 0;
+  let after: number | null | undefined;
   while (after !== null) {
     const res = await invoke(reader.client, "presence", {
       body: { after_id: after, limit: 500 },
@@ -381,6 +381,38 @@ e2eTest(
       Number(gone.id),
     ]);
     await stack.sql`delete from public.usuarios where id = ${kept.id}`;
+  },
+);
+
+e2eTest(
+  "presence: a legacy table's ids of 0 and below are listed, followed and removed like any other",
+  async () => {
+    const reader = await member("reader");
+    const w = await watcher(reader);
+    try {
+      await stack.sql`
+        insert into public.usuarios (id, nombre_usuario, presence_state)
+        overriding system value
+        values (0, 'system', 'offline'), (-5, 'legacy-admin', 'offline')`;
+      let map = await assertInStep(w, reader, "after ids 0 and -5");
+      assert.equal(map.get(0)?.nombre_usuario, "system");
+      assert.equal(map.get(-5)?.nombre_usuario, "legacy-admin");
+      const page = await invoke(reader.client, "presence", {
+        body: { ids: [-5, 0], limit: 1 },
+      });
+      assert.deepEqual(page.body.users.map((u: PresenceUser) => u.id), [-5]);
+      assert.equal(page.body.next_after_id, -5);
+      await stack.sql`update public.usuarios set presence_state = 'online',
+                        ultimo_acceso = now() where id = -5`;
+      map = await assertInStep(w, reader, "after -5 came online");
+      assert.equal(map.get(-5)?.status, "online");
+      await stack.sql`delete from public.usuarios where id in (0, -5)`;
+      map = await assertInStep(w, reader, "after both left");
+      assert.equal(map.has(0) || map.has(-5), false);
+    } finally {
+      w.stop();
+      await stack.sql`delete from public.usuarios where id in (0, -5)`;
+    }
   },
 );
 

@@ -27,7 +27,7 @@ import {
   openCursor,
   sealCursor,
 } from "./cursor.ts";
-import { readShared } from "./query.ts";
+import { FIRST_PAGE, readShared } from "./query.ts";
 import { parsePresenceRequest } from "./schema.ts";
 
 /**
@@ -92,7 +92,7 @@ export async function presence(
         readShared(sql, columns, {
           ids: body.ids,
           status: body.status,
-          afterId: from || !resync ? body.after_id ?? 0 : 0,
+          afterId: from || !resync ? body.after_id ?? FIRST_PAGE : FIRST_PAGE,
           limit: body.limit,
           since: from,
           admin,

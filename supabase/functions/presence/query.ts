@@ -48,7 +48,7 @@ export interface ReadOptions {
   readonly ids?: readonly number[];
   /** Only these computed statuses (full reads). */
   readonly status?: readonly Status[];
-  /** Only ids above this one. */
+  /** Only ids above this one ({@linkcode FIRST_PAGE}: every id). */
   readonly afterId: number;
   readonly limit: number;
   /** Only what changed since this cursor; `null` for a full read. */
@@ -78,6 +78,13 @@ export interface ReadResult {
   /** What the next changes-since call needs. */
   readonly cursor: CursorState;
 }
+
+/**
+ * The `afterId` of a first page: below every id a JSON number holds
+ * exactly, so that a legacy table's ids of 0 and below are listed too (and
+ * the {@linkcode WHOLE_TABLE} key, below it, never is).
+ */
+export const FIRST_PAGE = Number.MIN_SAFE_INTEGER;
 
 /**
  * The `presence.changes` key that stands for the whole table: written by a

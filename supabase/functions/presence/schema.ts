@@ -26,17 +26,19 @@ export type Status = z.infer<typeof Status>;
 /**
  * The body: every member optional.
  *
- * - `ids`: only these rows (1 to 500 positive ids);
+ * - `ids`: only these rows (1 to 500 ids; a legacy table may hold ids of 0
+ *   or below);
  * - `status`: only users with one of these computed statuses (full reads
  *   only: a change may take a user out of any status asked for, so a
  *   changes-since answer is never filtered by status);
- * - `after_id` and `limit`: one page, in `id` order;
+ * - `after_id` and `limit`: one page, in `id` order (without `after_id`,
+ *   from the lowest id, 0 and negative ones included);
  * - `cursor`: the `cursor` of a previous answer, for what changed since.
  */
 export const PresenceRequest = z.strictObject({
-  ids: z.array(z.int().positive()).min(1).max(MAX_LIMIT).optional(),
+  ids: z.array(z.int()).min(1).max(MAX_LIMIT).optional(),
   status: z.array(Status).min(1).max(3).optional(),
-  after_id: z.int().nonnegative().optional(),
+  after_id: z.int().optional(),
   limit: z.int().min(1).max(MAX_LIMIT).default(DEFAULT_LIMIT),
   cursor: z.string().min(1).max(MAX_CURSOR_LENGTH).optional(),
 }).refine((body) => body.cursor === undefined || body.status === undefined, {

@@ -44,11 +44,12 @@ Deno.test("parsePresenceRequest: bad values give validation_failed naming the fi
     [{ ids: Array.from({ length: 501 }, (_, i) => i + 1) }, ["ids"]],
     [{ ids: [] }, ["ids"]],
     [{ ids: [1, "2"] }, ["ids", 1]],
-    [{ ids: [0] }, ["ids", 0]],
+    [{ ids: [2 ** 53] }, ["ids", 0]],
     [{ ids: [1.5] }, ["ids", 0]],
     [{ limit: 0 }, ["limit"]],
     [{ limit: 501 }, ["limit"]],
-    [{ after_id: -1 }, ["after_id"]],
+    [{ after_id: 1.5 }, ["after_id"]],
+    [{ after_id: -(2 ** 53) }, ["after_id"]],
     [{ cursor: "" }, ["cursor"]],
     [{ cursor: 5 }, ["cursor"]],
     [{ cursor: "x".repeat(8193) }, ["cursor"]],
@@ -60,6 +61,14 @@ Deno.test("parsePresenceRequest: bad values give validation_failed naming the fi
     assert.deepEqual(issues[0].path, path, JSON.stringify(body).slice(0, 60));
     assert.ok(!JSON.stringify(issues).includes("busy"));
   }
+});
+
+Deno.test("parsePresenceRequest: ids and after_id of 0 and below are accepted (a legacy table may hold them)", () => {
+  assert.deepEqual(parsePresenceRequest({ ids: [0, -3], after_id: -10 }), {
+    ids: [0, -3],
+    after_id: -10,
+    limit: 100,
+  });
 });
 
 Deno.test("parsePresenceRequest: a body that is not an object is refused", () => {
