@@ -76,6 +76,13 @@ export interface ClusterOptions {
    * `verify-full` refuses.
    */
   readonly tls?: boolean;
+  /**
+   * More server settings, each passed as `-c name=value` when the server
+   * starts (and starts again), e.g. `{ wal_level: "logical" }` for a
+   * publisher and a subscription in the same cluster. Names and values are
+   * the test's own: letters, digits, `_`, `.` and `-` only.
+   */
+  readonly settings?: Readonly<Record<string, string | number>>;
 }
 
 /**
@@ -99,6 +106,15 @@ export async function throwawayCluster(
 ): Promise<RestartableDb> {
   const bin = _pgBin();
   if (!bin) throw new Error(clusterUnavailable()!);
+  // Checked before anything is made: they go into a shell line.
+  const settings = Object.entries(options.settings ?? {}).map(
+    ([name, value]) => {
+      if (!/^[a-z_][a-z0-9_.]*$/i.test(name) || !/^[\w.-]+$/.test(`${value}`)) {
+        throw new Error(`unsafe server setting ${name}=${value}`);
+      }
+      return ` -c ${name}=${value}`;
+    },
+  ).join("");
   const root = Deno.uid() === 0;
   const dir = await Deno.makeTempDir({ prefix: "test-pg-" });
   const data = `${dir}/data`;
@@ -119,7 +135,7 @@ export async function throwawayCluster(
   const tls = options.tls ? " -c ssl=on" : "";
   const start = () =>
     as(
-      `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300${tls}" start >/dev/null`,
+      `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300${tls}${settings}" start >/dev/null`,
     ).then(() => {});
   try {
     await start();
