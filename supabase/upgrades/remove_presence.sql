@@ -8,8 +8,9 @@
 -- schema they answer 500 migration_missing.
 --
 -- What it removes, in this order:
--- 1. the four change-log triggers on public.usuarios, the only objects on
---    the app's own write path, each waiting at most 500 ms for its lock at a
+-- 1. the five change-log triggers on public.usuarios (four statement-level,
+--    one row-level for replica-mode writers), the only objects on the app's
+--    own write path, each waiting at most 500 ms for its lock at a
 --    time and retried (presence.run_ddl), so that the app's writes are never
 --    held behind a long transaction;
 -- 2. the presence schema: its functions and the change log
@@ -37,7 +38,8 @@ begin
       select t.tgname::text from pg_trigger t
       where t.tgrelid = 'public.usuarios'::regclass and not t.tgisinternal
         and t.tgname in ('usuarios_log_insert', 'usuarios_log_update',
-                         'usuarios_log_delete', 'usuarios_log_truncate')
+                         'usuarios_log_delete', 'usuarios_log_truncate',
+                         'usuarios_log_replica_rows')
     loop
       if to_regprocedure('presence.run_ddl(text)') is not null then
         perform presence.run_ddl(
@@ -81,7 +83,7 @@ begin
   where version in (
     '20261123000100', '20261124020000', '20261124020100', '20261124030000',
     '20261124030100', '20261124060000', '20261124235000', '20261124235100',
-    '20261124235200', '20261125000000', '20261125010000');
+    '20261124235200', '20261125000000', '20261125010000', '20261125020000');
 end
 $$;
 

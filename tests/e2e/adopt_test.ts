@@ -334,6 +334,7 @@ e2eTest(
         "dropped the presence schema (its functions and presence.changes)",
         "dropped the trigger usuarios_log_delete on public.usuarios",
         "dropped the trigger usuarios_log_insert on public.usuarios",
+        "dropped the trigger usuarios_log_replica_rows on public.usuarios",
         "dropped the trigger usuarios_log_truncate on public.usuarios",
         "dropped the trigger usuarios_log_update on public.usuarios",
       ]);
@@ -394,7 +395,7 @@ e2eTest(
                (select count(*)::int from pg_trigger
                 where tgrelid = 'public.usuarios'::regclass
                   and not tgisinternal) as triggers`;
-      assert.deepEqual({ ...back }, { functions: true, triggers: 4 });
+      assert.deepEqual({ ...back }, { functions: true, triggers: 5 });
     });
   },
 );

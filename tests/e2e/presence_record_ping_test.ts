@@ -381,6 +381,7 @@ e2eTest(
     assert.deepEqual(timeouts.map((r) => [r.name, r.lock_timeout]), [
       ["live_session", null],
       ["log_usuarios_changes", null],
+      ["log_usuarios_row_changes", null],
       ["match_usuario", null],
       ["match_usuario", null],
       ["reader", "lock_timeout=1s"],

@@ -19,6 +19,7 @@ import {
   readShared,
 } from "../../supabase/functions/presence/query.ts";
 import { PROJECT_DIR } from "../../local/migrate.ts";
+import { throwawayCluster } from "../../local/testing/cluster.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
@@ -360,6 +361,63 @@ e2eTest(
 );
 
 e2eTest(
+  "presence: the kit's map follows a session in replica mode (a data-only restore through psql), and each id it writes is logged once, by its transaction",
+  async () => {
+    const reader = await member("reader");
+    const moved = await member("moved");
+    const renumbered = await member("renumbered");
+    const leaving = await member("leaving");
+    const w = await watcher(reader);
+    try {
+      // Both the statement triggers and the row trigger for replica-mode
+      // writers (20261125020000) fire here.
+      const [{ newId }] = await stack.sql`
+        select nextval(pg_get_serial_sequence('public.usuarios', 'id'))::int
+          as "newId"`;
+      const { txid, added } = await stack.sql.begin(async (tx) => {
+        await tx`set local session_replication_role = replica`;
+        const [{ txid }] = await tx`select pg_current_xact_id()::text as txid`;
+        const added = await tx`
+          insert into public.usuarios
+            (nombre_usuario, presence_state, ultimo_acceso)
+          select 'restored-' || g, 'online', date_trunc('milliseconds', now())
+          from generate_series(1, 3) g returning id`;
+        await tx`update public.usuarios
+                 set presence_state = 'online',
+                     ultimo_acceso = date_trunc('milliseconds', now())
+                 where id = ${moved.rowId!}`;
+        await tx`update public.usuarios set id = ${newId}
+                 where id = ${renumbered.rowId!}`;
+        await tx`delete from public.usuarios where id = ${leaving.rowId!}`;
+        return { txid, added: added.map((r) => Number(r.id)) };
+      });
+      const written = [
+        ...added,
+        moved.rowId!,
+        renumbered.rowId!,
+        newId,
+        leaving.rowId!,
+      ].sort((a, b) => a - b);
+      const logged = await stack.sql`
+        select user_id::int as id, count(*)::int as n from presence.changes
+        where txid = ${txid}::xid8 group by user_id order by user_id`;
+      assert.deepEqual(
+        logged.map((r) => [r.id, r.n]),
+        written.map((id) => [id, 1]),
+      );
+      const map = await assertInStep(w, reader, "after a replica-mode session");
+      assert.equal(map.get(moved.rowId!)?.status, "online");
+      assert.equal(map.has(renumbered.rowId!), false);
+      assert.match(String(map.get(newId)?.nombre_usuario), /^renumbered-/);
+      assert.equal(map.has(leaving.rowId!), false);
+      for (const id of added) assert.equal(map.get(id)?.status, "online");
+    } finally {
+      w.stop();
+    }
+  },
+);
+
+e2eTest(
   "presence.changes: the prune docs/api.md gives removes only deleted users' rows older than a day",
   async () => {
     const prune = () =>
@@ -505,6 +563,130 @@ e2eTest(
     }
   },
 );
+
+if (onPostgres) {
+  // Logical replication is PostgreSQL's: a publisher of its own (a cluster
+  // with wal_level=logical) and the stack's database subscribing to it.
+  e2eTest(
+    "presence: the kit's map follows writes applied by a logical-replication subscription (update, insert, delete, a changed id, a truncate)",
+    async () => {
+      const reader = await member("reader");
+      const moved = await member("moved");
+      const leaving = await member("leaving");
+      const renumbered = await member("renumbered");
+      // Ids the publisher's new rows take, from the stack's own sequence
+      // so that no later insert here takes them.
+      const [{ newId, addedId }] = await stack.sql`
+        select nextval(pg_get_serial_sequence('public.usuarios', 'id'))::int
+                 as "newId",
+               nextval(pg_get_serial_sequence('public.usuarios', 'id'))::int
+                 as "addedId"`;
+      const publisher = await throwawayCluster({
+        settings: { wal_level: "logical" },
+      });
+      const pub = postgres(publisher.url, { max: 1, onnotice: () => {} });
+      const name = `presence_sub_${crypto.randomUUID().slice(0, 8)}`;
+      let w: Watcher | null = null;
+      try {
+        // The replicated table: the rows both sides hold (copy_data =
+        // false), with the columns the publisher has.
+        const rows = await stack.sql`
+          select id::int as id, nombre_usuario, presence_state, ultimo_acceso
+          from public.usuarios
+          where id in ${
+          stack.sql([moved.rowId!, leaving.rowId!, renumbered.rowId!])
+        }`;
+        await pub`create table public.usuarios (
+                    id bigint primary key, nombre_usuario text,
+                    presence_state text not null, ultimo_acceso timestamptz)`;
+        await pub`insert into public.usuarios ${
+          pub(rows.map((r) => ({ ...r })))
+        }`;
+        await pub`create publication presence_pub for table public.usuarios`;
+        const port = new URL(publisher.url).port;
+        // Trust authentication on loopback: no password in the catalog.
+        await stack.sql.unsafe(`
+          create subscription ${name}
+          connection 'host=127.0.0.1 port=${port} dbname=postgres user=postgres'
+          publication presence_pub with (copy_data = false)`);
+        w = await watcher(reader);
+        const applied = async (what: string, check: () => Promise<boolean>) => {
+          for (let i = 0; i < 300; i++) {
+            if (await check()) return;
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          assert.fail(`the subscription did not apply ${what} in 30 s`);
+        };
+
+        // Each its own transaction on the publisher.
+        await pub`update public.usuarios
+                  set presence_state = 'online',
+                      ultimo_acceso = date_trunc('milliseconds', now())
+                  where id = ${moved.rowId!}`;
+        await pub`insert into public.usuarios
+                    (id, nombre_usuario, presence_state, ultimo_acceso)
+                  values (${addedId}, 'added-by-publisher', 'online',
+                          date_trunc('milliseconds', now()))`;
+        await pub`delete from public.usuarios where id = ${leaving.rowId!}`;
+        await pub`update public.usuarios set id = ${newId}
+                  where id = ${renumbered.rowId!}`;
+        await applied("the writes", async () => {
+          const [r] = await stack.sql`
+            select count(*) filter (where id = ${newId})::int as renumbered,
+                   count(*) filter (where id = ${leaving.rowId!})::int
+                     as leaving
+            from public.usuarios`;
+          return r.renumbered === 1 && r.leaving === 0;
+        });
+        const [{ worker }] = await stack.sql`
+          select count(*)::int as worker from pg_stat_subscription
+          where subname = ${name} and pid is not null`;
+        assert.equal(worker, 1, "applied by the subscription's worker");
+        const map = await assertInStep(w, reader, "after applied writes");
+        assert.equal(map.get(moved.rowId!)?.status, "online");
+        assert.equal(map.get(addedId)?.status, "online");
+        assert.equal(map.has(leaving.rowId!), false);
+        assert.equal(map.has(renumbered.rowId!), false);
+        assert.match(String(map.get(newId)?.nombre_usuario), /^renumbered-/);
+
+        // A truncate on the publisher empties the table here too (every
+        // row, the stack's own included): the next poll starts over.
+        const keep = await stack.sql`select * from public.usuarios`;
+        const issued = await invoke(reader.client, "presence", {
+          body: { limit: 1 },
+        });
+        await pub`truncate public.usuarios`;
+        await applied("the truncate", async () => {
+          const [r] = await stack.sql`
+            select count(*)::int as n from public.usuarios`;
+          return r.n === 0;
+        });
+        await stack.sql.unsafe(`alter subscription ${name} disable`);
+        await stack.sql`insert into public.usuarios ${
+          stack.sql(keep.map((r) => ({ ...r })))
+        }`;
+        const res = await invoke(reader.client, "presence", {
+          body: { cursor: issued.body.cursor },
+        });
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.equal(res.body.resync, true);
+        await assertInStep(w, reader, "after the applied truncate");
+      } finally {
+        w?.stop();
+        // The worker stops with the subscription; its slot on the
+        // publisher goes with it (or with the publisher's cluster).
+        await stack.sql.unsafe(`alter subscription ${name} disable`)
+          .catch(() => {});
+        await stack.sql.unsafe(
+          `alter subscription ${name} set (slot_name = none)`,
+        ).catch(() => {});
+        await stack.sql.unsafe(`drop subscription if exists ${name}`);
+        await pub.end();
+        await publisher.destroy();
+      }
+    },
+  );
+}
 
 if (onPostgres) {
   // PGlite runs one transaction at a time: a transaction left open there
@@ -655,6 +837,7 @@ if (onPostgres) {
         assert.deepEqual(triggers.map((t) => [t.tgname, t.tgenabled]), [
           ["usuarios_log_delete", "A"],
           ["usuarios_log_insert", "A"],
+          ["usuarios_log_replica_rows", "A"],
           ["usuarios_log_truncate", "A"],
           ["usuarios_log_update", "A"],
         ]);
