@@ -3,10 +3,12 @@
  * kit's watched map (the real kit, polling the real function through
  * supabase-js) must equal a full read after the app's own update, insert
  * and delete, a SAVEPOINT or EXCEPTION-block write, a write by another role,
- * a TRUNCATE, an idle transaction beside the reads, times a Date cannot
- * hold (`infinity`, `-infinity`, a BC date), and with a naive
- * `timestamp` column under Europe/Madrid and America/Mexico_City. Also: a
- * non-superuser reading role. Runs on PGlite and, with TEST_DATABASE_URL,
+ * a TRUNCATE, a session in replica mode, a logical-replication subscription
+ * (PostgreSQL only: a publisher cluster of the test's own), an idle
+ * transaction beside the reads, times a Date cannot hold (`infinity`,
+ * `-infinity`, a BC date), and with a naive `timestamp` column under
+ * Europe/Madrid and America/Mexico_City. Also: a non-superuser reading role.
+ * Runs on PGlite and, with TEST_DATABASE_URL,
  * on PostgreSQL, where transactions really overlap.
  */
 import assert from "node:assert/strict";
@@ -471,6 +473,65 @@ e2eTest(
       w.stop();
       await stack.sql`delete from public.usuarios where id in (0, -5)`;
     }
+  },
+);
+
+e2eTest(
+  "presence change log: the row trigger for replica-mode writers runs only in replica mode, is enabled ALWAYS, and its function is security definer with search_path '' and no execute for clients",
+  async () => {
+    const target = await member("target");
+    const [t] = await stack.sql`
+      select tgenabled, pg_get_triggerdef(oid) as def from pg_trigger
+      where tgrelid = 'public.usuarios'::regclass
+        and tgname = 'usuarios_log_replica_rows'`;
+    assert.equal(t.tgenabled, "A");
+    assert.equal(
+      t.def,
+      "CREATE TRIGGER usuarios_log_replica_rows AFTER INSERT OR DELETE OR UPDATE ON public.usuarios FOR EACH ROW WHEN ((current_setting('session_replication_role'::text) = 'replica'::text)) EXECUTE FUNCTION presence.log_usuarios_row_changes()",
+    );
+    const fns = await stack.sql`
+      select p.proname::text as name, p.prosecdef, p.proconfig,
+             pg_get_userbyid(p.proowner)::text as owner,
+             has_function_privilege('anon', p.oid, 'execute') as anon,
+             has_function_privilege('authenticated', p.oid, 'execute')
+               as authenticated
+      from pg_proc p
+      where p.oid in ('presence.log_usuarios_changes()'::regprocedure,
+                      'presence.log_usuarios_row_changes()'::regprocedure)
+      order by 1`;
+    // As the statement triggers' function, owner included.
+    const same = {
+      prosecdef: true,
+      proconfig: ['search_path=""'],
+      owner: fns[0].owner,
+      anon: false,
+      authenticated: false,
+    };
+    assert.deepEqual(fns.map((f) => ({ ...f })), [
+      { name: "log_usuarios_changes", ...same },
+      { name: "log_usuarios_row_changes", ...same },
+    ]);
+    // Calls in this transaction: none for an ordinary write, one per row
+    // in replica mode.
+    const calls = await stack.sql.begin(async (tx) => {
+      await tx`set local track_functions = 'pl'`;
+      const count = async () => {
+        const [r] = await tx`
+          select coalesce(sum(calls), 0)::int as n
+          from pg_stat_xact_user_functions
+          where schemaname = 'presence'
+            and funcname = 'log_usuarios_row_changes'`;
+        return r.n;
+      };
+      await tx`update public.usuarios set presence_state = 'offline'
+               where id = ${target.rowId!}`;
+      const ordinary = await count();
+      await tx`set local session_replication_role = replica`;
+      await tx`update public.usuarios set presence_state = 'offline'
+               where id = ${target.rowId!}`;
+      return [ordinary, await count()];
+    });
+    assert.deepEqual(calls, [0, 1]);
   },
 );
 
