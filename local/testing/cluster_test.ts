@@ -68,3 +68,46 @@ Deno.test("testPostgres: TEST_DATABASE_URL, when set, is used as it is", async (
     else Deno.env.set("TEST_DATABASE_URL", saved);
   }
 });
+
+Deno.test({
+  name:
+    "throwawayCluster({ settings }): the server starts (and starts again) with them; a setting that could break out of the shell line is refused",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const cluster = await throwawayCluster({
+      settings: { wal_level: "logical", max_wal_senders: 4 },
+    });
+    const shown = async () => {
+      const sql = postgres(cluster.url, { max: 1, onnotice: () => {} });
+      try {
+        const [r] = await sql`
+          select current_setting('wal_level') as wal_level,
+                 current_setting('max_wal_senders') as senders`;
+        return [r.wal_level, r.senders];
+      } finally {
+        await sql.end();
+      }
+    };
+    try {
+      assert.deepEqual(await shown(), ["logical", "4"]);
+      await cluster.stop();
+      await cluster.start();
+      assert.deepEqual(await shown(), ["logical", "4"]);
+    } finally {
+      await cluster.destroy();
+    }
+    for (
+      const settings of [
+        { wal_level: "logical; touch /tmp/x" },
+        { "wal_level=logical -c x": "1" },
+        { wal_level: "" },
+      ]
+    ) {
+      await assert.rejects(
+        throwawayCluster({ settings }),
+        /unsafe server setting/,
+      );
+    }
+  },
+});
