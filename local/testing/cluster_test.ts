@@ -102,7 +102,7 @@ Deno.test({
         { wal_level: "logical; touch /tmp/x" },
         { "wal_level=logical -c x": "1" },
         { wal_level: "" },
-      ]
+      ] as Record<string, string>[]
     ) {
       await assert.rejects(
         throwawayCluster({ settings }),
