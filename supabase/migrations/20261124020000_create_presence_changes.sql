@@ -168,12 +168,8 @@ revoke execute on function presence.log_usuarios_changes()
 
 -- Statement-level with transition tables: a bulk write ("everyone offline")
 -- logs its rows in one statement, not one per row. Enabled ALWAYS, so that
--- sessions in replica mode (session_replication_role = replica, as a
--- data-only restore through psql sets) are logged too. A logical-replication
--- subscription's apply worker fires no statement trigger but TRUNCATE's:
--- its inserts, updates and deletes are logged by the row trigger of
--- 20261125020000 (this comment corrected then; the statements are as they
--- were applied).
+-- replica-mode writers (session_replication_role = replica, as data-only
+-- restores and logical replication apply run) are logged too.
 --
 -- Creating a trigger takes a SHARE ROW EXCLUSIVE lock on usuarios for an
 -- instant (catalog only, no scan), which must wait for writes in flight;
