@@ -267,7 +267,8 @@ export interface KitError {
   source: "ping" | "watch";
   /**
    * The API's `code` (`invalid_token`, `user_not_found`,
-   * `idp_unavailable`, ...), or `network` when no answer came.
+   * `idp_unavailable`, ...), `network` when no answer came, or `callback`
+   * when the poll succeeded (status 200) but the `watch` callback threw.
    */
   code: string;
   /** HTTP status, or 0 when no answer came. */
@@ -965,7 +966,19 @@ export class PresenceKit {
       w.cursor = cursor;
       w.failures = 0;
       w.offlineFailure = false;
-      w.onChange(w.users, { changed: users, removed, resync });
+      try {
+        w.onChange(w.users, { changed: users, removed, resync });
+      } catch (error) {
+        // The app's bug, not the API's: reported as such, and the poll
+        // keeps its interval (never the backoff of a failed read, which
+        // would poll every second while the app throws).
+        this.#emit("error", {
+          source: "watch",
+          code: "callback",
+          status: 200,
+          message: _message(error),
+        });
+      }
     } catch (failure) {
       if (w.stopped) return;
       const answer = _isAnswer(failure) ? failure : _noAnswer(failure);

@@ -1013,6 +1013,47 @@ Deno.test("PresenceKit.watch: a failed poll is reported and retried without losi
   assert.equal(client.calls[2].body.cursor, "c1");
 });
 
+Deno.test("PresenceKit.watch: an exception in the app's callback is reported as code callback, not a network failure, and the watch keeps its interval", async () => {
+  const { clock, page, client, kit, errors } = setup({
+    watchIntervalMs: 15_000,
+    jitter: 0,
+  });
+  client.reply = (call) =>
+    call.name === "presence"
+      ? {
+        status: 200,
+        body: {
+          ok: true,
+          users: [user(1, "online")],
+          next_after_id: null,
+          cursor: "c1",
+          resync: false,
+        },
+      }
+      : { status: 200, body: _pingBody("online") };
+  const bug = new TypeError("Cannot read properties of null");
+  kit.watch(() => {
+    throw bug;
+  });
+  await clock.advance(10 * 60_000);
+  const polls = () => client.calls.filter((c) => c.name === "presence").length;
+  // One at once, then one every 15 s: the interval, not a backoff.
+  assert.equal(polls(), 41);
+  assert.equal(errors.length, 41);
+  assert.deepEqual(errors[0], {
+    source: "watch",
+    code: "callback",
+    status: 200,
+    message: bug.message,
+  });
+  assert.ok(errors.every((e) => e.code === "callback"));
+  // Not a lost network: the `online` event asks for no poll.
+  page.goOnline();
+  await clock.advance(0);
+  assert.equal(polls(), 41);
+  kit.dispose();
+});
+
 Deno.test("PresenceKit.watch: pauses while the page is hidden", async () => {
   const { clock, client, kit, page } = setup({ watchIntervalMs: 10_000 });
   client.reply = () => ({
