@@ -175,7 +175,7 @@ export interface PresenceKitOptions {
   watchIntervalMs?: number;
   /**
    * Spread of each wait, as a fraction (default 0.2: ±10 %), so that
-   * clients started together do not ping together.
+   * clients started together do not ping together. From 0 to 1.
    */
   jitter?: number;
   /**
@@ -183,7 +183,10 @@ export interface PresenceKitOptions {
    * {@linkcode MIN_BACKOFF_MS}.
    */
   backoffBaseMs?: number;
-  /** Longest wait after failures (default 300 000). */
+  /**
+   * Longest wait after failures (default 300 000). At least
+   * `backoffBaseMs`.
+   */
   backoffMaxMs?: number;
   /**
    * Longest wait for any answer (default 10 000), after which the call
@@ -238,6 +241,14 @@ export const MIN_BACKOFF_MS = 100;
 
 /** Shortest `requestTimeoutMs`. */
 export const MIN_REQUEST_TIMEOUT_MS = 1_000;
+
+/**
+ * Longest `intervalMs`, `watchIntervalMs`, `backoffBaseMs`, `backoffMaxMs`
+ * and `requestTimeoutMs` (about 11.5 days), and longest `Retry-After`
+ * honoured. A browser runs a timer set beyond 2^31 - 1 ms at once; with
+ * `jitter` at most 1, no wait of the kit comes near that.
+ */
+export const MAX_WAIT_MS = 1_000_000_000;
 
 /**
  * How many times an `offline` that must land (stop, sign-out, a session
@@ -387,24 +398,30 @@ export class PresenceKit {
       );
     }
     this.#anonKey = key;
-    this.#intervalMs = _atLeast(
+    this.#intervalMs = _between(
       "intervalMs",
       options.intervalMs ?? 180_000,
       MIN_INTERVAL_MS,
     );
-    this.#watchIntervalMs = _atLeast(
+    this.#watchIntervalMs = _between(
       "watchIntervalMs",
       options.watchIntervalMs ?? 15_000,
       MIN_WATCH_INTERVAL_MS,
     );
-    this.#jitter = options.jitter ?? 0.2;
-    this.#backoffBaseMs = _atLeast(
+    // Above 1 a spread wait can come out negative; NaN makes every wait
+    // NaN: both run at once in a browser, a loop of requests.
+    this.#jitter = _between("jitter", options.jitter ?? 0.2, 0, 1);
+    this.#backoffBaseMs = _between(
       "backoffBaseMs",
       options.backoffBaseMs ?? 1_000,
       MIN_BACKOFF_MS,
     );
-    this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
-    this.#requestTimeoutMs = _atLeast(
+    this.#backoffMaxMs = _between(
+      "backoffMaxMs",
+      options.backoffMaxMs ?? 300_000,
+      this.#backoffBaseMs,
+    );
+    this.#requestTimeoutMs = _between(
       "requestTimeoutMs",
       options.requestTimeoutMs ?? 10_000,
       MIN_REQUEST_TIMEOUT_MS,
@@ -1046,7 +1063,9 @@ export class PresenceKit {
     return {
       status: res.status,
       body: parsed,
-      retryAfterS: Number.isFinite(retry) && retry > 0 ? retry : null,
+      retryAfterS: Number.isFinite(retry) && retry > 0
+        ? Math.min(retry, MAX_WAIT_MS / 1000)
+        : null,
     };
   }
 
@@ -1153,9 +1172,16 @@ function _subject(token: string): string | null {
   }
 }
 
-function _atLeast(name: string, value: number, min: number): number {
-  if (!Number.isFinite(value) || value < min) {
-    throw new RangeError(`PresenceKit: ${name} must be at least ${min}`);
+function _between(
+  name: string,
+  value: number,
+  min: number,
+  max = MAX_WAIT_MS,
+): number {
+  if (typeof value !== "number" || !(value >= min && value <= max)) {
+    throw new RangeError(
+      `PresenceKit: ${name} must be a number from ${min} to ${max}`,
+    );
   }
   return value;
 }

@@ -8,6 +8,7 @@ import {
   type Clock,
   type KitError,
   type KitState,
+  MAX_WAIT_MS,
   MIN_BACKOFF_MS,
   MIN_INTERVAL_MS,
   MIN_REQUEST_TIMEOUT_MS,
@@ -1245,6 +1246,41 @@ Deno.test("PresenceKit: intervals below their lower bounds are refused, naming t
     backoffBaseMs: MIN_BACKOFF_MS,
     requestTimeoutMs: MIN_REQUEST_TIMEOUT_MS,
   });
+});
+
+Deno.test("PresenceKit: jitter, backoffMaxMs and waits beyond a timer's range are refused, naming the option, rather than loop", () => {
+  for (
+    const [name, value] of [
+      // Number(undefined) from a config: every wait NaN, which a browser's
+      // setTimeout runs at once.
+      ["jitter", Number.NaN],
+      ["jitter", -0.1],
+      // Above 1 a wait can come out negative (at once).
+      ["jitter", 1.5],
+      ["jitter", Number.POSITIVE_INFINITY],
+      // 0: every backoff at once, a loop while the API is down.
+      ["backoffMaxMs", 0],
+      ["backoffMaxMs", 999], // below backoffBaseMs (1000)
+      ["backoffMaxMs", Number.NaN],
+      ["backoffMaxMs", Number.POSITIVE_INFINITY],
+      // A browser runs a timer beyond 2^31 - 1 ms at once.
+      ["intervalMs", 2 ** 31],
+      ["watchIntervalMs", 2 ** 31],
+      ["backoffBaseMs", 2 ** 31],
+      ["requestTimeoutMs", 2 ** 31],
+      ["backoffMaxMs", 2 ** 31],
+    ] as const
+  ) {
+    assert.throws(
+      () => setup({ [name]: value }),
+      (e: Error) => e instanceof RangeError && e.message.includes(name),
+      `${name}: ${value}`,
+    );
+  }
+  setup({ jitter: 0 });
+  setup({ jitter: 1 });
+  setup({ backoffBaseMs: 5_000, backoffMaxMs: 5_000 });
+  setup({ intervalMs: MAX_WAIT_MS, backoffMaxMs: MAX_WAIT_MS });
 });
 
 Deno.test("PresenceKit: publishableKey is accepted in place of anonKey and sent as apikey", async () => {
