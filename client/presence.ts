@@ -154,11 +154,14 @@ export interface TabNotes {
 
 /** Options of {@linkcode PresenceKit}. */
 export interface PresenceKitOptions {
-  /** The project URL (`SUPABASE_URL`), for the `pagehide` ping. */
+  /**
+   * The project URL (`SUPABASE_URL`), for the kit's own offline pings (tab
+   * close, stop, sign-out).
+   */
   url: string;
   /**
    * The project's publishable key (`sb_publishable_…`), sent as `apikey` by
-   * the `pagehide` ping. This or `anonKey` is required.
+   * the kit's own offline pings. This or `anonKey` is required.
    */
   publishableKey?: string;
   /** The legacy anon key, in place of `publishableKey`. */
@@ -199,7 +202,9 @@ export interface PresenceKitOptions {
   /** Uniform in [0, 1); defaults to `Math.random`. */
   random?: () => number;
   page?: PageLifecycle;
-  /** The `fetch` of the `pagehide` ping (default `globalThis.fetch`). */
+  /**
+   * The `fetch` of the kit's own offline pings (default `globalThis.fetch`).
+   */
   fetch?: typeof fetch;
   /**
    * The channel to the user's other tabs (default: a `BroadcastChannel`
@@ -278,8 +283,9 @@ export interface KitError {
   source: "ping" | "watch";
   /**
    * The API's `code` (`invalid_token`, `user_not_found`,
-   * `idp_unavailable`, ...), `network` when no answer came, or `callback`
-   * when the poll succeeded (status 200) but the `watch` callback threw.
+   * `idp_unavailable`, ...), `network` when no answer came, `callback`
+   * when the poll succeeded (status 200) but the `watch` callback threw, or
+   * `no_session` when an offline could not be sent for want of a token.
    */
   code: string;
   /** HTTP status, or 0 when no answer came. */
@@ -524,18 +530,23 @@ export class PresenceKit {
    * Stops pinging and watching (every watcher ends: call
    * {@linkcode PresenceKit.watch} again after a new start) and pings
    * `offline`; resolves when that ping has been answered (or has failed,
-   * which is reported).
+   * which is reported). The offline goes by the kit's own `fetch` with the
+   * token it holds, never behind supabase-js's auth lock, and every wait in
+   * it is bounded by `requestTimeoutMs`.
    */
   async stop(): Promise<void> {
     const wasRunning = this.#running;
     this.#halt("stopped");
     this.#stopWatchers();
-    if (wasRunning) await this.#enqueue("offline", false);
+    if (wasRunning) await this.#enqueue(() => this.#offline());
   }
 
   /**
    * Pings `offline`, then signs out with `client.auth.signOut(options)`:
    * the order that works, since a signed-out session's token is refused.
+   * The offline is bounded (see {@linkcode PresenceKit.stop});
+   * `client.auth.signOut` itself waits for supabase-js's auth lock, which the
+   * kit cannot bound.
    * Resolves to supabase-js's answer: with an `error` (no network, Auth
    * down) the session is kept and still valid, and the kit stays stopped;
    * the app says so and may call `signOut()` again.
@@ -616,7 +627,7 @@ export class PresenceKit {
     if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     this.#timer = null;
     if (!this.#running || this.#page.hidden()) return;
-    void this.#enqueue("online", true);
+    void this.#enqueue(() => this.#ping());
   }
 
   #schedule(ms: number): void {
@@ -718,7 +729,7 @@ export class PresenceKit {
     this.#halt("stopped");
     // Best effort: Auth may already have revoked the session the token
     // belongs to, which is why PresenceKit.signOut pings first.
-    if (token !== null) await this.#enqueue("offline", false, token);
+    if (token !== null) await this.#enqueue(() => this.#offline(token));
     // Unless another user's session has taken its place meanwhile.
     if (this.#token === token) this.#token = null;
   }
@@ -736,80 +747,154 @@ export class PresenceKit {
     this.#setState(state);
   }
 
-  #enqueue(
-    state: "online" | "offline",
-    scheduled: boolean,
-    token?: string,
-  ): Promise<void> {
-    const run = this.#chain.then(() => this.#ping(state, scheduled, token));
+  // One ping at a time, in order: an offline never overtakes an online
+  // still on its way.
+  #enqueue(work: () => Promise<void>): Promise<void> {
+    const run = this.#chain.then(work);
     this.#chain = run.catch(() => {});
     return run;
   }
 
-  async #ping(
-    state: "online" | "offline",
-    scheduled: boolean,
-    token?: string,
-  ): Promise<void> {
-    // A scheduled ping that waited behind another may have been overtaken
-    // by stop() or a hidden page.
-    if (scheduled && (!this.#running || this.#page.hidden())) return;
+  // A scheduled online ping. Every wait in it is bounded (requestTimeoutMs)
+  // and it gives up as soon as the kit has stopped, so that the offline
+  // queued behind it goes on.
+  async #ping(): Promise<void> {
+    // It may have waited behind another and been overtaken by stop() or a
+    // hidden page.
+    if (!this.#running || this.#page.hidden()) return;
     let refreshed = false;
-    let tries = 0;
-    if (token === undefined) await this.#session();
+    await this.#session();
     for (;;) {
+      if (!this.#running || this.#page.hidden()) return;
       let answer: _Answer;
       try {
-        answer = await this.#invoke("presence-ping", { state }, token);
+        answer = await this.#invoke("presence-ping", { state: "online" });
       } catch (error) {
         answer = _noAnswer(error);
       }
+      // An answer that arrives after stop() or a hidden page says nothing
+      // about the kit any more: no state, no event.
+      if (!this.#running || this.#page.hidden()) return;
+      if (answer.status === 200) {
+        this.#failures = 0;
+        this.#setState("online");
+        // Just after a navigation the previous page's offline may land
+        // after this online: say online again shortly.
+        const confirm = this.#confirmSoon;
+        this.#confirmSoon = false;
+        this.#schedule(confirm ? _CONFIRM_MS : this.#spread(this.#intervalMs));
+        this.#emit("ping", {
+          state: "online",
+          user: answer.body.user as PingResult,
+        });
+        return;
+      }
       if (
-        state === "offline" && !scheduled && ++tries < OFFLINE_TRIES &&
-        _transient(answer)
+        answer.status === 401 && answer.body.error === "JWT expired" &&
+        !refreshed
       ) {
-        // An offline that must land (stop, sign-out): tried again after
-        // Retry-After (1 s without one, 5 s at most), a few times.
+        refreshed = true;
+        if (await this.#refresh()) continue;
+      }
+      if (await this.#signedOutElsewhere(answer)) {
+        this.#failed("online", false, answer);
+        await this.#signedOut(null);
+        return;
+      }
+      this.#failed("online", true, answer);
+      return;
+    }
+  }
+
+  // The offline that must land (stop, sign-out, a session that ended),
+  // sent by the kit's own fetch with the token it holds (`token`: the ended
+  // session's). Never through supabase-js: each of its requests, a
+  // functions.invoke with its own Authorization too, first waits for the
+  // session behind supabase-js's auth lock, which a session refresh holds
+  // for as long as it retries (half a minute), or for ever if Auth hangs.
+  // Every wait here is bounded: the session (for a fresher token) and each
+  // try by requestTimeoutMs, up to OFFLINE_TRIES tries.
+  async #offline(token?: string): Promise<void> {
+    if (token === undefined) await this.#session();
+    let bearer = token ?? this.#token;
+    let refreshed = false;
+    for (let tries = 1;; tries++) {
+      if (bearer === null) {
+        this.#emit("error", {
+          source: "ping",
+          code: "no_session",
+          status: 0,
+          message: "no access token: no offline sent",
+        });
+        return;
+      }
+      const answer = await this.#post(bearer);
+      if (answer.status === 200) {
+        this.#setState(this.#running ? "offline" : "stopped");
+        this.#emit("ping", {
+          state: "offline",
+          user: answer.body.user as PingResult,
+        });
+        return;
+      }
+      if (tries < OFFLINE_TRIES && _transient(answer)) {
+        // Tried again after Retry-After (1 s without one, 5 s at most).
         const wait = Math.min((answer.retryAfterS ?? 1) * 1000, 5_000);
         await new Promise<void>((r) => this.#clock.setTimeout(() => r(), wait));
         continue;
-      }
-      if (answer.status === 200) {
-        this.#failures = 0;
-        const user = answer.body.user as PingResult;
-        // An online answer that arrives after stop() or a hidden page says
-        // nothing about the kit any more: no state, no event.
-        if (scheduled && (!this.#running || this.#page.hidden())) return;
-        if (state === "online" && scheduled) {
-          this.#setState("online");
-          // Just after a navigation the previous page's offline may land
-          // after this online: say online again shortly.
-          const confirm = this.#confirmSoon;
-          this.#confirmSoon = false;
-          this.#schedule(
-            confirm ? _CONFIRM_MS : this.#spread(this.#intervalMs),
-          );
-        } else if (state === "offline") {
-          this.#setState(this.#running ? "offline" : "stopped");
-        }
-        this.#emit("ping", { state, user });
-        return;
       }
       if (
         answer.status === 401 && answer.body.error === "JWT expired" &&
         !refreshed && token === undefined
       ) {
+        // The token expired meanwhile (a laptop back from sleep).
         refreshed = true;
-        const { error } = await this.#client.auth.refreshSession();
-        if (!error) continue;
+        if (await this.#refresh() && this.#token !== bearer) {
+          bearer = this.#token;
+          continue;
+        }
       }
-      if (token === undefined && await this.#signedOutElsewhere(answer)) {
-        this.#failed(state, false, answer);
-        await this.#signedOut(null);
-        return;
-      }
-      this.#failed(state, scheduled, answer);
+      this.#failed("offline", false, answer);
       return;
+    }
+  }
+
+  // POST presence-ping {state: "offline"} by the kit's own fetch.
+  async #post(token: string): Promise<_Answer> {
+    const abort = new AbortController();
+    try {
+      return await this.#deadline((async () => {
+        const res = await this.#fetch(
+          `${this.#url}/functions/v1/presence-ping`,
+          {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${token}`,
+              apikey: this.#anonKey,
+              "content-type": "application/json",
+            },
+            body: JSON.stringify({ state: "offline" }),
+            signal: abort.signal,
+          },
+        );
+        return await _answerOf(res);
+      })());
+    } catch (error) {
+      abort.abort();
+      return _noAnswer(error);
+    }
+  }
+
+  // supabase-js's refreshSession, bounded; whether it gave a new session.
+  async #refresh(): Promise<boolean> {
+    try {
+      const { data, error } = await this.#deadline(
+        this.#client.auth.refreshSession(),
+      );
+      if (data?.session) this.#token = data.session.access_token;
+      return !error;
+    } catch {
+      return false; // No answer in time: the failure is reported as it is.
     }
   }
 
@@ -821,10 +906,11 @@ export class PresenceKit {
   }
 
   // Whether supabase-js holds a session now; its access token becomes the
-  // one the kit's own requests (the tab-close offline) carry.
+  // one the kit's own requests (the offline pings) carry. Bounded: a
+  // refresh stuck behind supabase-js's auth lock leaves the token as it was.
   async #session(): Promise<boolean> {
     try {
-      const { data } = await this.#client.auth.getSession();
+      const { data } = await this.#deadline(this.#client.auth.getSession());
       if (data.session) this.#token = data.session.access_token;
       return data.session !== null;
     } catch {
@@ -927,8 +1013,7 @@ export class PresenceKit {
         ) {
           // Once per poll, as pings do; a second one is reported.
           refreshed = true;
-          const { error } = await this.#client.auth.refreshSession();
-          if (!error) continue;
+          if (await this.#refresh()) continue;
         }
         if (answer.status === 400 && since !== null) {
           // The cursor was refused (a deploy that changed its format, a
@@ -1036,14 +1121,10 @@ export class PresenceKit {
   async #invoke(
     name: string,
     body: Record<string, unknown>,
-    token?: string,
   ): Promise<_Answer> {
     const { data, error } = await this.#deadline(
       this.#client.functions.invoke(name, {
         body,
-        headers: token === undefined
-          ? undefined
-          : { authorization: `Bearer ${token}` },
         timeout: this.#requestTimeoutMs,
       }),
     );
@@ -1052,27 +1133,14 @@ export class PresenceKit {
     }
     const res = (error as { context?: unknown }).context;
     if (!(res instanceof Response)) throw error;
-    let parsed: Record<string, unknown> = {};
-    try {
-      const value = await res.json();
-      if (value && typeof value === "object") parsed = value;
-    } catch {
-      // Not JSON (a proxy's page): the status says enough.
-    }
-    const retry = Number(res.headers.get("retry-after"));
-    return {
-      status: res.status,
-      body: parsed,
-      retryAfterS: Number.isFinite(retry) && retry > 0
-        ? Math.min(retry, MAX_WAIT_MS / 1000)
-        : null,
-    };
+    return await _answerOf(res);
   }
 
   // supabase-js's `timeout` aborts the request; this also bounds the wait
   // for the session's token before it is sent (supabase-js's auth lock),
-  // which no signal reaches. A stuck call would otherwise hold every later
-  // ping, poll and sign-out behind it.
+  // which no signal reaches, and the kit's own calls of supabase-js's auth
+  // (getSession, refreshSession), which wait on that lock too. A stuck call
+  // would otherwise hold every later ping, poll and sign-out behind it.
   async #deadline<T>(work: Promise<T>): Promise<T> {
     let timer: unknown = null;
     const late = new Promise<never>((_, reject) => {
@@ -1184,6 +1252,26 @@ function _between(
     );
   }
   return value;
+}
+
+// An answer as the kit reads it: its status, its JSON body (empty when it
+// is not JSON: a proxy's page, whose status says enough) and Retry-After.
+async function _answerOf(res: Response): Promise<_Answer> {
+  let parsed: Record<string, unknown> = {};
+  try {
+    const value = await res.json();
+    if (value && typeof value === "object") parsed = value;
+  } catch {
+    // Not JSON.
+  }
+  const retry = Number(res.headers.get("retry-after"));
+  return {
+    status: res.status,
+    body: parsed,
+    retryAfterS: Number.isFinite(retry) && retry > 0
+      ? Math.min(retry, MAX_WAIT_MS / 1000)
+      : null,
+  };
 }
 
 // What a call that got no answer (a network failure, the deadline) counts as.

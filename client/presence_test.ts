@@ -125,6 +125,14 @@ class FakeClient {
   signOutScopes: (string | undefined)[] = [];
   signOutError: Error | null = null;
   refreshFails = false;
+  /**
+   * supabase-js's auth lock held by a session refresh that never ends
+   * (Auth hangs): every call that needs the session waits for ever.
+   */
+  lockStuck = false;
+  #locked(): Promise<never> | null {
+    return this.lockStuck ? new Promise<never>(() => {}) : null;
+  }
   /** The session supabase-js holds (its storage: cookies, for @supabase/ssr). */
   session: { access_token: string } | null = { access_token: TOKEN };
   #auth: ((event: string, session: unknown) => void) | null = null;
@@ -139,10 +147,11 @@ class FakeClient {
       return { data: { subscription: { unsubscribe: () => {} } } };
     },
     getSession: () =>
-      Promise.resolve({ data: { session: this.session }, error: null }),
+      this.#locked() ??
+        Promise.resolve({ data: { session: this.session }, error: null }),
     refreshSession: () => {
       this.refreshes++;
-      return Promise.resolve({
+      return this.#locked() ?? Promise.resolve({
         error: this.refreshFails ? new Error("x") : null,
       });
     },
@@ -168,6 +177,8 @@ class FakeClient {
         timeout?: number;
       },
     ) => {
+      // supabase-js gets the session's token first, whatever the headers.
+      if (this.lockStuck) await this.#locked();
       const call = {
         name,
         body: opts.body,
@@ -198,6 +209,33 @@ class FakeClient {
       }
     },
   };
+  /**
+   * The kit's own fetch of the offline that must land (stop, sign-out):
+   * recorded among the calls and answered by `reply` like the others.
+   */
+  async fetch(url: string, init: RequestInit): Promise<Response> {
+    const headers = init.headers as Record<string, string>;
+    this.ownFetches.push({ url, init });
+    const call = {
+      name: url.split("/").at(-1)!,
+      body: JSON.parse(String(init.body)),
+      headers: { authorization: headers.authorization },
+    };
+    this.calls.push(call);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      const r = await this.reply(call);
+      if (r.status === 0) throw new TypeError("Failed to fetch");
+      return new Response(JSON.stringify(r.body), {
+        status: r.status,
+        headers: r.headers,
+      });
+    } finally {
+      this.inFlight--;
+    }
+  }
+  ownFetches: { url: string; init: RequestInit }[] = [];
   emitAuth(event: string, session: unknown) {
     // supabase-js stores the session before it tells listeners.
     this.session = (session as { access_token: string } | null) ?? null;
@@ -225,6 +263,8 @@ function setup(options: Partial<PresenceKitOptions> = {}) {
   const clock = new FakeClock();
   const page = new FakePage();
   const client = new FakeClient();
+  // The tab-close offlines (keepalive fetches); the kit's other own
+  // fetches go to the fake client.
   const fetches: { url: string; init: RequestInit }[] = [];
   const kit = new PresenceKit(client as unknown as SupabaseClient, {
     url: "http://api.test/",
@@ -236,6 +276,7 @@ function setup(options: Partial<PresenceKitOptions> = {}) {
     tabs: null,
     notes: null,
     fetch: (url, init) => {
+      if (!init?.keepalive) return client.fetch(String(url), init ?? {});
       fetches.push({ url: String(url), init: init ?? {} });
       return Promise.resolve(new Response("{}"));
     },
@@ -267,8 +308,9 @@ Deno.test("PresenceKit: the interval is spread by the jitter fraction", async ()
     const { clock, kit } = setup({ random: () => random, jitter: 0.2 });
     kit.start();
     await clock.advance(0);
-    // The other delay is the ping's answer deadline (requestTimeoutMs).
-    assert.deepEqual(clock.delays, [10_000, expected]);
+    // The others are the deadlines (requestTimeoutMs) of the session's
+    // token and of the ping's answer.
+    assert.deepEqual(clock.delays, [10_000, 10_000, expected]);
     kit.dispose();
   }
 });
@@ -351,8 +393,15 @@ Deno.test("PresenceKit: signOut pings offline before supabase.auth.signOut", asy
     "online",
     "offline",
   ]);
-  // The offline ping went with the session, not a kept token.
-  assert.equal(client.calls[1].headers, undefined);
+  // The offline went by the kit's own fetch, with the session's token
+  // (never behind supabase-js's auth lock).
+  assert.deepEqual(client.calls[1].headers, {
+    authorization: `Bearer ${TOKEN}`,
+  });
+  assert.equal(
+    (client.ownFetches[0].init.headers as Record<string, string>).apikey,
+    "anon-key",
+  );
 });
 
 Deno.test("PresenceKit: SIGNED_OUT sends offline with the last access token", async () => {
@@ -665,6 +714,60 @@ Deno.test("PresenceKit: a call that never answers is a network failure after req
   await out;
   assert.equal(client.signOuts, 1);
   assert.equal(client.pings("offline"), OFFLINE_TRIES);
+});
+
+Deno.test("PresenceKit: signOut waits for supabase-js's session at most requestTimeoutMs, then sends its offline by its own fetch with the token it holds, never behind supabase-js's auth lock", async () => {
+  const { clock, client, kit, errors } = setup({ requestTimeoutMs: 10_000 });
+  kit.start();
+  await clock.advance(0);
+  assert.equal(kit.state, "online");
+  // A session due for refresh, and Auth hangs: supabase-js's lock is held.
+  client.lockStuck = true;
+  let done = false;
+  void kit.signOut().then(() => (done = true));
+  await clock.advance(10_000);
+  assert.equal(client.pings("offline"), 1);
+  assert.deepEqual(client.calls.at(-1)!.headers, {
+    authorization: `Bearer ${TOKEN}`,
+  });
+  assert.ok(done, "signOut went on to supabase.auth.signOut");
+  assert.equal(client.signOuts, 1);
+  assert.deepEqual(errors, []);
+  assert.equal(kit.state, "stopped");
+});
+
+Deno.test("PresenceKit: a ping stuck on supabase-js's auth lock holds stop()'s offline for requestTimeoutMs at most; an expired token whose refresh hangs is reported within the bound", async () => {
+  const { clock, client, kit, errors } = setup({ requestTimeoutMs: 10_000 });
+  kit.start();
+  await clock.advance(0);
+  client.lockStuck = true;
+  // The next ping waits for the session behind the lock.
+  await clock.advance(180_000);
+  let done = false;
+  void kit.stop().then(() => (done = true));
+  // The ping gives up at its deadline, the offline waits for the session
+  // as long, then goes.
+  await clock.advance(20_000);
+  assert.ok(done);
+  assert.equal(client.pings("offline"), 1);
+  assert.deepEqual(errors.map((e) => e.code), []);
+
+  // The token expired meanwhile (a laptop back from sleep): the refresh
+  // hangs too. Reported once the refresh's deadline has passed.
+  kit.start();
+  await clock.advance(20_000);
+  client.reply = () => ({
+    status: 401,
+    body: { code: "invalid_token", error: "JWT expired" },
+  });
+  done = false;
+  void kit.signOut().then(() => (done = true));
+  await clock.advance(30_000);
+  assert.ok(done);
+  assert.equal(client.pings("offline"), 2);
+  assert.equal(errors.at(-1)!.code, "invalid_token");
+  assert.equal(errors.at(-1)!.message, "JWT expired");
+  assert.equal(client.signOuts, 1);
 });
 
 Deno.test("PresenceKit: the offline of signOut is tried again after a 503 (after Retry-After) or no answer, then signs out", async () => {
