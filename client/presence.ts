@@ -796,9 +796,9 @@ export class PresenceKit {
         refreshed = true;
         if (await this.#refresh()) continue;
       }
-      if (await this.#signedOutElsewhere(answer)) {
+      if (await this.#sessionOver(answer)) {
         this.#failed("online", false, answer);
-        await this.#signedOut(null);
+        await this.#sessionEnded(answer);
         return;
       }
       this.#failed("online", true, answer);
@@ -898,11 +898,29 @@ export class PresenceKit {
     }
   }
 
-  // A 401 while supabase-js holds no session any more: signed out where no
-  // event reaches this page (a server route cleared the session's
-  // cookies), which the kit ends as on SIGNED_OUT.
-  async #signedOutElsewhere(answer: _Answer): Promise<boolean> {
-    return answer.status === 401 && !(await this.#session());
+  // Whether a 401 says the session is over for good, which the kit ends as
+  // on SIGNED_OUT: Auth no longer knows the session or its user (the
+  // `error_code` the API passes on from Auth: a sign-out on another device,
+  // supabase-js's default `global` one included, a password change, an
+  // admin's sign-out; a deleted or banned user), or supabase-js holds no
+  // session any more (signed out where no event reaches this page: a server
+  // route cleared the session's cookies). Any other 401 (`JWT expired`, a
+  // misconfigured key) is reported and tried again at the interval.
+  async #sessionOver(answer: _Answer): Promise<boolean> {
+    if (answer.status !== 401) return false;
+    if (_SESSION_OVER.has(String(answer.body.error_code))) return true;
+    return !(await this.#session());
+  }
+
+  // The kit stops first, so that no offline goes with a token Auth refuses;
+  // then, for a session Auth no longer knows, supabase-js is asked for the
+  // user, which makes it drop that session and tell the app (SIGNED_OUT),
+  // rather than keep it until its next refresh fails (up to an hour).
+  async #sessionEnded(answer: _Answer): Promise<void> {
+    await this.#signedOut(null);
+    if (answer.body.error_code === "session_not_found") {
+      await this.#deadline(this.#client.auth.getUser()).catch(() => {});
+    }
   }
 
   // Whether supabase-js holds a session now; its access token becomes the
@@ -1097,14 +1115,16 @@ export class PresenceKit {
         wait = this.#backoff(answer.retryAfterS);
         this.#failures = saved;
       }
-      this.#emit("error", {
+      const over = await this.#sessionOver(answer);
+      const error: KitError = {
         source: "watch",
         code: String(answer.body.code ?? "http_error"),
         status: answer.status,
         message: String(answer.body.error ?? answer.body.message ?? ""),
-        retryInMs: wait,
-      });
-      if (await this.#signedOutElsewhere(answer)) await this.#signedOut(null);
+      };
+      if (!over) error.retryInMs = wait;
+      this.#emit("error", error);
+      if (over) await this.#sessionEnded(answer);
     } finally {
       w.busy = false;
     }
@@ -1199,6 +1219,15 @@ interface _PartialRead {
   users: PresenceUser[];
   removed: number[];
 }
+
+// Auth's `error_code`s (frozen: supabase/auth `errorcode.go`) that say a
+// token is refused for good: its session was ended, its user deleted or
+// banned. `bad_jwt` is not one: it also says an expired token.
+const _SESSION_OVER = new Set([
+  "session_not_found",
+  "user_not_found",
+  "user_banned",
+]);
 
 const _OFFLINE_NOTE = "presence-kit:offline-at";
 const _CONFIRM_MS = 2_000;

@@ -130,6 +130,9 @@ class FakeClient {
    * (Auth hangs): every call that needs the session waits for ever.
    */
   lockStuck = false;
+  /** Auth has ended the session (a sign-out on another device). */
+  revoked = false;
+  getUsers = 0;
   #locked(): Promise<never> | null {
     return this.lockStuck ? new Promise<never>(() => {}) : null;
   }
@@ -149,6 +152,20 @@ class FakeClient {
     getSession: () =>
       this.#locked() ??
         Promise.resolve({ data: { session: this.session }, error: null }),
+    // auth-js: a session Auth no longer knows (403 session_not_found) is
+    // dropped, and SIGNED_OUT told to every listener.
+    getUser: () => {
+      this.getUsers++;
+      if (!this.revoked) {
+        return Promise.resolve({ data: { user: { id: "u" } }, error: null });
+      }
+      this.session = null;
+      this.#auth?.("SIGNED_OUT", null);
+      return Promise.resolve({
+        data: { user: null },
+        error: new Error("Auth session missing!"),
+      });
+    },
     refreshSession: () => {
       this.refreshes++;
       return this.#locked() ?? Promise.resolve({
@@ -481,6 +498,87 @@ Deno.test("PresenceKit: signed out where no event reaches the page (a server rou
   const calls = client.calls.length;
   await clock.advance(3_600_000);
   assert.equal(client.calls.length, calls, "no more pings or polls");
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: a 401 whose error_code says Auth ended the session or its user (signed out on another device, deleted, banned) stops the kit and its watchers as SIGNED_OUT does, with no offline; supabase-js is asked to drop a session Auth no longer knows", async () => {
+  for (
+    const [errorCode, message] of [
+      ["session_not_found", "Auth session missing!"],
+      ["user_not_found", "User from sub claim in JWT does not exist"],
+      ["user_banned", "User is banned"],
+    ]
+  ) {
+    for (const via of ["ping", "watch"]) {
+      const { clock, client, kit, errors, states } = setup({
+        watchIntervalMs: 10_000,
+        jitter: 0,
+      });
+      const polls = () =>
+        client.calls.filter((c) => c.name === "presence").length;
+      let over = false;
+      client.reply = (call) => {
+        if (
+          over && call.name === (via === "ping" ? "presence-ping" : "presence")
+        ) {
+          return {
+            status: 401,
+            body: {
+              code: "invalid_token",
+              error: message,
+              error_code: errorCode,
+            },
+          };
+        }
+        return call.name === "presence"
+          ? {
+            status: 200,
+            body: { ok: true, users: [], next_after_id: null, cursor: "c" },
+          }
+          : { status: 200, body: _pingBody("online") };
+      };
+      kit.start();
+      kit.watch(() => {});
+      await clock.advance(0);
+      assert.equal(kit.state, "online");
+      // Ended elsewhere: this device's token is unexpired and still held.
+      over = true;
+      client.revoked = errorCode === "session_not_found";
+      await clock.advance(via === "ping" ? 180_000 : 10_000);
+      const label = `${errorCode} via ${via}`;
+      assert.equal(kit.state, "stopped", label);
+      assert.deepEqual(states.at(-1), "stopped", label);
+      assert.ok(
+        errors.some((e) => e.status === 401 && e.message === message),
+        label,
+      );
+      assert.equal(client.pings("offline"), 0, label);
+      assert.equal(client.getUsers, client.revoked ? 1 : 0, label);
+      // supabase-js dropped it (and told the app, SIGNED_OUT).
+      if (client.revoked) assert.equal(client.session, null, label);
+      const calls = client.calls.length;
+      await clock.advance(3_600_000);
+      assert.equal(client.calls.length, calls, `${label}: no pings or polls`);
+      assert.ok(polls() >= 1);
+      kit.dispose();
+    }
+  }
+});
+
+Deno.test("PresenceKit: a 401 that does not say the session is over (no error_code, a session still held) is reported and tried again at the interval", async () => {
+  const { clock, client, kit, errors } = setup({ jitter: 0 });
+  kit.start();
+  await clock.advance(0);
+  client.reply = () => ({
+    status: 401,
+    body: { code: "invalid_token", error: "invalid JWT" },
+  });
+  await clock.advance(180_000);
+  assert.equal(kit.state, "online");
+  assert.equal(errors.at(-1)!.retryInMs, 180_000);
+  await clock.advance(180_000);
+  assert.equal(client.pings("online"), 3);
+  assert.equal(client.getUsers, 0);
   kit.dispose();
 });
 
