@@ -262,20 +262,31 @@ export const MAX_WAIT_MS = 1_000_000_000;
 export const OFFLINE_TRIES = 3;
 
 /**
+ * Every {@linkcode KitState}, each of which the kit reaches.
+ *
+ * @example
+ * ```ts
+ * const known = (s: string): s is KitState => (KIT_STATES as readonly string[]).includes(s);
+ * ```
+ */
+export const KIT_STATES = [
+  "starting",
+  "online",
+  "paused",
+  "retrying",
+  "stopped",
+  "not_found",
+] as const;
+
+/**
  * Where the kit is: `starting` until the first answer; `online` after a
  * successful ping; `paused` while the page is hidden; `retrying` while it
- * waits after a 503 or a network failure; `offline` after an offline ping;
- * `stopped` after {@linkcode PresenceKit.stop} or sign-out; `not_found`
- * when the user has no `usuarios` row (pings stop).
+ * waits after a 503 or a network failure; `stopped` after
+ * {@linkcode PresenceKit.stop}, sign-out or a session that ended (the
+ * `offline` sent then is told by a `ping` event with `state: "offline"`);
+ * `not_found` when the user has no `usuarios` row (pings stop).
  */
-export type KitState =
-  | "starting"
-  | "online"
-  | "paused"
-  | "retrying"
-  | "offline"
-  | "stopped"
-  | "not_found";
+export type KitState = typeof KIT_STATES[number];
 
 /** A failure the kit reports; it never carries a token. */
 export interface KitError {
@@ -830,7 +841,6 @@ export class PresenceKit {
       }
       const answer = await this.#post(bearer);
       if (answer.status === 200) {
-        this.#setState(this.#running ? "offline" : "stopped");
         this.#emit("ping", {
           state: "offline",
           user: answer.body.user as PingResult,

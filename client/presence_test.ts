@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import {
   type Clock,
+  KIT_STATES,
   type KitError,
   type KitState,
   MAX_WAIT_MS,
@@ -579,6 +580,29 @@ Deno.test("PresenceKit: a 401 that does not say the session is over (no error_co
   await clock.advance(180_000);
   assert.equal(client.pings("online"), 3);
   assert.equal(client.getUsers, 0);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: every state it documents (KIT_STATES) is reached, and no other; after an offline ping it is stopped and the ping event says offline", async () => {
+  const seen = new Set<string>();
+  const { clock, page, client, kit } = setup({ jitter: 0 });
+  const pings: string[] = [];
+  kit.on("state", (s) => seen.add(s));
+  kit.on("ping", (p) => pings.push(p.state));
+  kit.start(); // starting, online
+  await clock.advance(0);
+  page.setHidden(true); // paused
+  client.reply = () => ({ status: 0, body: null });
+  page.setHidden(false); // retrying
+  await clock.advance(0);
+  client.reply = () => ({ status: 200, body: _pingBody("offline") });
+  await kit.stop(); // stopped, and its offline lands
+  assert.equal(kit.state, "stopped");
+  assert.deepEqual(pings, ["online", "offline"]);
+  client.reply = () => ({ status: 404, body: { code: "user_not_found" } });
+  kit.start();
+  await clock.advance(0); // not_found
+  assert.deepEqual([...seen].sort(), [...KIT_STATES].sort());
   kit.dispose();
 });
 
