@@ -390,6 +390,7 @@ export class PresenceKit {
   // cache: it resumes when shown.
   #resumeOnShow = false;
   #pageListening = false;
+  #disposed = false;
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
   readonly #tabs: TabChannel | null;
@@ -515,6 +516,7 @@ export class PresenceKit {
    * pings `offline` when the page is closed.
    */
   start(): void {
+    this.#alive("start");
     if (this.#running) return;
     this.#running = true;
     this.#failures = 0;
@@ -587,6 +589,7 @@ export class PresenceKit {
    * ```
    */
   watch(onChange: OnPresenceChange): () => void {
+    this.#alive("watch");
     const w: _Watcher = {
       onChange,
       users: new Map(),
@@ -614,11 +617,28 @@ export class PresenceKit {
     };
   }
 
-  /** Stops everything and lets go of the client's auth listener. */
+  /**
+   * Stops everything (no `offline` is sent: call
+   * {@linkcode PresenceKit.stop} first for one) and lets go of the page,
+   * the tabs and the client's auth listener. For good: `start()` and
+   * `watch()` then throw; make a new kit.
+   */
   dispose(): void {
+    this.#disposed = true;
     this.#halt("stopped");
     this.#stopWatchers();
     for (const off of this.#unsubscribe.splice(0)) off();
+  }
+
+  // A disposed kit has no page, tab or auth listener left: running again it
+  // would ping through hidden pages, never send the tab-close offline and
+  // miss sign-outs.
+  #alive(method: string): void {
+    if (this.#disposed) {
+      throw new Error(
+        `PresenceKit: ${method}() after dispose(); make a new PresenceKit`,
+      );
+    }
   }
 
   #stopWatchers(): void {

@@ -606,6 +606,18 @@ Deno.test("PresenceKit: every state it documents (KIT_STATES) is reached, and no
   kit.dispose();
 });
 
+Deno.test("PresenceKit: start() and watch() after dispose() throw, rather than run without page, tab and auth listeners", async () => {
+  const { clock, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  kit.dispose();
+  assert.throws(() => kit.start(), /start\(\) after dispose\(\)/);
+  assert.throws(() => kit.watch(() => {}), /watch\(\) after dispose\(\)/);
+  await clock.advance(3_600_000);
+  assert.equal(client.pings(), 1);
+  assert.equal(kit.state, "stopped");
+});
+
 Deno.test("PresenceKit: a page back from the back/forward cache resumes pinging", async () => {
   const { clock, page, client, kit } = setup();
   kit.start();
