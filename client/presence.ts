@@ -102,6 +102,8 @@ function _listen(target: _EventSource, type: string, fn: () => void) {
 export interface TabChannel {
   post(message: TabMessage): void;
   onMessage(fn: (message: TabMessage) => void): () => void;
+  /** Lets go of the channel ({@linkcode PresenceKit.dispose}). */
+  close?(): void;
 }
 
 /** What tabs tell each other: `here` (running, now and then) or `bye` (closing). */
@@ -115,11 +117,15 @@ export interface TabMessage {
 
 /**
  * The browser's `BroadcastChannel` named for the project, or `null` where
- * there is none (then every tab acts alone).
+ * there is none (then every tab acts alone). Messages from this page's own
+ * kits are not heard: a channel delivers to every other channel object of
+ * its name, those of the same page too, and two kits in one page (a form
+ * submitted twice, a component mounted twice) are one tab, not two.
  */
 export function browserTabs(url: string): TabChannel | null {
   const BC = (globalThis as unknown as {
     BroadcastChannel?: new (name: string) => {
+      close(): void;
       postMessage(m: unknown): void;
       addEventListener(t: "message", fn: (e: { data: unknown }) => void): void;
       removeEventListener(
@@ -131,17 +137,27 @@ export function browserTabs(url: string): TabChannel | null {
   if (!BC) return null;
   const channel = new BC(`presence-kit:${url}`);
   return {
-    post: (message) => channel.postMessage(message),
+    post: (message) => channel.postMessage({ ...message, realm: _REALM }),
     onMessage: (fn) => {
       const listener = (e: { data: unknown }) => {
-        const m = e.data as TabMessage | null;
-        if (m && (m.kind === "here" || m.kind === "bye")) fn(m);
+        const m = e.data as (TabMessage & { realm?: string }) | null;
+        if (!m || m.realm === _REALM) return;
+        if (m.kind === "here" || m.kind === "bye") {
+          fn({ kind: m.kind, tab: m.tab, user: m.user });
+        }
       };
       channel.addEventListener("message", listener);
       return () => channel.removeEventListener("message", listener);
     },
+    close: () => channel.close(),
   };
 }
+
+// This page (realm): its kits' tab messages carry it, and are not heard by
+// its own kits.
+const _REALM = `${Date.now().toString(36)}-${
+  Math.random().toString(36).slice(2)
+}`;
 
 /**
  * Where a page can leave a note for the next page of the same tab
@@ -391,6 +407,7 @@ export class PresenceKit {
   #resumeOnShow = false;
   #pageListening = false;
   #disposed = false;
+  readonly #ownsTabs: boolean;
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
   readonly #tabs: TabChannel | null;
@@ -459,9 +476,8 @@ export class PresenceKit {
     this.#random = options.random ?? Math.random;
     this.#page = options.page ?? browserPage();
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
-    this.#tabs = options.tabs === undefined
-      ? browserTabs(this.#url)
-      : options.tabs;
+    this.#ownsTabs = options.tabs === undefined;
+    this.#tabs = this.#ownsTabs ? browserTabs(this.#url) : options.tabs ?? null;
     this.#notes = options.notes === undefined ? _sessionNotes() : options.notes;
     this.#tabId = `${this.#clock.now().toString(36)}-${
       Math.floor(this.#random() * 2 ** 32).toString(36)
@@ -628,6 +644,8 @@ export class PresenceKit {
     this.#halt("stopped");
     this.#stopWatchers();
     for (const off of this.#unsubscribe.splice(0)) off();
+    // Only a channel the kit opened itself.
+    if (this.#ownsTabs) this.#tabs?.close?.();
   }
 
   // A disposed kit has no page, tab or auth listener left: running again it

@@ -1626,6 +1626,21 @@ Deno.test("PresenceKit tabs: another user's tab on the same browser does not kee
   assert.equal(offlineFetches(a.fetches), 1);
 });
 
+Deno.test("PresenceKit tabs: two kits in one page (a sign-in submitted twice) are one tab: closing the page sends the offline (the real BroadcastChannel, which also delivers within a page)", async () => {
+  const clock = new FakeClock();
+  const url = `http://realm-${crypto.randomUUID()}.test/`;
+  const a = setup({ clock, url, tabs: undefined });
+  const b = setup({ clock, url, tabs: undefined });
+  a.kit.start();
+  b.kit.start();
+  await clock.advance(0);
+  a.page.close();
+  b.page.close();
+  assert.equal(offlineFetches(a.fetches) + offlineFetches(b.fetches), 2);
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
 Deno.test("PresenceKit tabs: a page started right after its tab's previous page went offline pings online again soon", async () => {
   const store = new Map<string, string>();
   const notes: TabNotes = {
