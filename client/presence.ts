@@ -28,6 +28,11 @@ import type { SupabaseClient } from "@supabase/supabase-js";
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /**
+   * Milliseconds on a clock that never goes back (`performance.now()`),
+   * for how long ago another tab spoke; without it, `now()`.
+   */
+  elapsed?(): number;
   /** Calls `fn` once after `ms` milliseconds; returns a handle. */
   setTimeout(fn: () => void, ms: number): unknown;
   /** Cancels a handle of {@linkcode Clock.setTimeout}. */
@@ -37,6 +42,8 @@ export interface Clock {
 /** The real clock. */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  // The wall clock may be set back (NTP, the user, a VM resumed).
+  elapsed: () => globalThis.performance?.now() ?? Date.now(),
   setTimeout: (fn, ms) => globalThis.setTimeout(fn, ms),
   clearTimeout: (handle) =>
     globalThis.clearTimeout(handle as ReturnType<typeof setTimeout>),
@@ -737,12 +744,16 @@ export class PresenceKit {
 
   #othersOpen(): boolean {
     const me = this.#user();
-    const now = this.#clock.now();
+    const now = this.#elapsed();
     for (const [tab, peer] of this.#peers) {
       if (now - peer.at > TAB_ALIVE_MS) this.#peers.delete(tab);
       else if (peer.user === me) return true;
     }
     return false;
+  }
+
+  #elapsed(): number {
+    return this.#clock.elapsed?.() ?? this.#clock.now();
   }
 
   #heard(m: TabMessage): void {
@@ -752,7 +763,7 @@ export class PresenceKit {
       return;
     }
     const known = this.#peers.has(m.tab);
-    this.#peers.set(m.tab, { at: this.#clock.now(), user: m.user });
+    this.#peers.set(m.tab, { at: this.#elapsed(), user: m.user });
     // A newcomer learns at once who is already there.
     if (!known && this.#running) {
       this.#tabs?.post({ kind: "here", tab: this.#tabId, user: this.#user() });

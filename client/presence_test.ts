@@ -31,6 +31,11 @@ const TOKEN = "eyJ.secret-token.sig";
 
 class FakeClock implements Clock {
   time = 0;
+  /** The monotonic clock: only advance() moves it, never setting `time`. */
+  mono = 0;
+  elapsed() {
+    return this.mono;
+  }
   #timers = new Map<number, { at: number; fn: () => void }>();
   #next = 1;
   /** Every delay asked for, in order. */
@@ -59,9 +64,11 @@ class FakeClock implements Clock {
         .sort((a, b) => a[1].at - b[1].at)[0];
       if (!due) break;
       this.#timers.delete(due[0]);
+      this.mono += due[1].at - this.time;
       this.time = due[1].at;
       due[1].fn();
     }
+    this.mono += end - this.time;
     this.time = end;
     await settle();
   }
@@ -1610,6 +1617,21 @@ Deno.test("PresenceKit tabs: a tab silent for longer than TAB_ALIVE_MS (crashed)
   await clock.advance(0);
   // A tab that said hello once and then vanished without a word.
   bus.channel().post({ kind: "here", tab: "ghost", user: null });
+  await clock.advance(TAB_ALIVE_MS + TAB_HEARTBEAT_MS);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: a tab that vanished counts TAB_ALIVE_MS at most also when the wall clock is set back (NTP, the user)", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  clock.time = 3_600_000;
+  const a = tab(bus, clock);
+  a.kit.start();
+  await clock.advance(0);
+  bus.channel().post({ kind: "here", tab: "ghost", user: null });
+  // The wall clock goes back an hour; the other tab is not heard again.
+  clock.time = 0;
   await clock.advance(TAB_ALIVE_MS + TAB_HEARTBEAT_MS);
   a.page.close();
   assert.equal(offlineFetches(a.fetches), 1);
