@@ -113,9 +113,13 @@ export interface TabChannel {
   close?(): void;
 }
 
-/** What tabs tell each other: `here` (running, now and then) or `bye` (closing). */
+/**
+ * What tabs tell each other: `here` (running, now and then), `bye`
+ * (closing), or `out` (signing the user out with
+ * {@linkcode PresenceKit.signOut}, its `offline` sent).
+ */
 export interface TabMessage {
-  kind: "here" | "bye";
+  kind: "here" | "bye" | "out";
   /** The sending tab's random id. */
   tab: string;
   /** The signed-in user (`sub` of the access token), or `null`. */
@@ -149,7 +153,7 @@ export function browserTabs(url: string): TabChannel | null {
       const listener = (e: { data: unknown }) => {
         const m = e.data as (TabMessage & { realm?: string }) | null;
         if (!m || m.realm === _REALM) return;
-        if (m.kind === "here" || m.kind === "bye") {
+        if (m.kind === "here" || m.kind === "bye" || m.kind === "out") {
           fn({ kind: m.kind, tab: m.tab, user: m.user });
         }
       };
@@ -414,6 +418,8 @@ export class PresenceKit {
   #resumeOnShow = false;
   #pageListening = false;
   #disposed = false;
+  // Another tab's kit.signOut() sent this user's offline (`out`): when.
+  #siblingOut: { user: string | null; at: number } | null = null;
   readonly #ownsTabs: boolean;
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
@@ -596,7 +602,13 @@ export class PresenceKit {
   async signOut(
     options?: Parameters<SupabaseClient["auth"]["signOut"]>[0],
   ): Promise<{ error: Error | null }> {
+    const wasRunning = this.#running;
     await this.stop();
+    // The other tabs of a shared session get SIGNED_OUT from supabase-js
+    // next: the offline is sent, theirs would only be refused (401).
+    if (wasRunning) {
+      this.#tabs?.post({ kind: "out", tab: this.#tabId, user: this.#user() });
+    }
     const { error } = await this.#client.auth.signOut(options);
     return { error };
   }
@@ -752,13 +764,22 @@ export class PresenceKit {
     return false;
   }
 
+  #offlineSentBySibling(token: string): boolean {
+    const out = this.#siblingOut;
+    return out !== null && out.user === _subject(token) &&
+      this.#elapsed() - out.at <= TAB_ALIVE_MS;
+  }
+
   #elapsed(): number {
     return this.#clock.elapsed?.() ?? this.#clock.now();
   }
 
   #heard(m: TabMessage): void {
     if (m.tab === this.#tabId) return;
-    if (m.kind === "bye") {
+    if (m.kind === "out") {
+      this.#siblingOut = { user: m.user, at: this.#elapsed() };
+    }
+    if (m.kind === "bye" || m.kind === "out") {
       this.#peers.delete(m.tab);
       return;
     }
@@ -788,8 +809,11 @@ export class PresenceKit {
     if (!this.#running) return;
     this.#halt("stopped");
     // Best effort: Auth may already have revoked the session the token
-    // belongs to, which is why PresenceKit.signOut pings first.
-    if (token !== null) await this.#enqueue(() => this.#offline(token));
+    // belongs to, which is why PresenceKit.signOut pings first. Not sent
+    // when another tab's kit.signOut() has just sent it.
+    if (token !== null && !this.#offlineSentBySibling(token)) {
+      await this.#enqueue(() => this.#offline(token));
+    }
     // Unless another user's session has taken its place meanwhile.
     if (this.#token === token) this.#token = null;
   }

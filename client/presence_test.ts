@@ -1663,6 +1663,26 @@ Deno.test("PresenceKit tabs: two kits in one page (a sign-in submitted twice) ar
   b.kit.dispose();
 });
 
+Deno.test("PresenceKit tabs: kit.signOut() in one tab sends the offline once: the other tabs of the shared session, told SIGNED_OUT by supabase-js, send none (it would be refused 401 and reported)", async () => {
+  const { a, b, clock } = await twoTabs();
+  await a.kit.signOut();
+  assert.equal(a.client.pings("offline"), 1);
+  // supabase-js tells the other tab of the shared session.
+  b.client.emitAuth("SIGNED_OUT", null);
+  await clock.advance(0);
+  assert.equal(b.client.pings("offline"), 0);
+  assert.deepEqual(b.errors, []);
+  assert.equal(b.kit.state, "stopped");
+
+  // A SIGNED_OUT long after (a sign-out elsewhere): its offline is sent.
+  const { a: c, b: d } = await twoTabs(clock);
+  await c.kit.signOut();
+  await clock.advance(TAB_ALIVE_MS + 1);
+  d.client.emitAuth("SIGNED_OUT", null);
+  await clock.advance(0);
+  assert.equal(d.client.pings("offline"), 1);
+});
+
 Deno.test("PresenceKit tabs: a page started right after its tab's previous page went offline pings online again soon", async () => {
   const store = new Map<string, string>();
   const notes: TabNotes = {
