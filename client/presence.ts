@@ -510,9 +510,8 @@ export class PresenceKit {
         session && before !== null &&
         _subject(before) !== _subject(session.access_token)
       ) {
-        // Another user signed in without a sign-out (an account switch):
-        // the previous user's session ended, as on SIGNED_OUT.
-        void this.#signedOut(before);
+        // Another user signed in without a sign-out (an account switch).
+        void this.#switched(before);
       }
     });
     this.#unsubscribe.push(() => data.subscription.unsubscribe());
@@ -816,6 +815,23 @@ export class PresenceKit {
     }
     // Unless another user's session has taken its place meanwhile.
     if (this.#token === token) this.#token = null;
+  }
+
+  // An account switch: the previous user's session ended, and this tab has
+  // a signed-in user still. The previous user goes offline (with its own
+  // last token) and a running kit goes on for the new one, whatever the
+  // order of the app's auth listeners (an app's `start()` on SIGNED_IN may
+  // run before this). Watchers end, as on SIGNED_OUT.
+  async #switched(token: string): Promise<void> {
+    this.#stopWatchers();
+    if (!this.#running) return;
+    // The other tabs hear the new user at once.
+    this.#sayHere();
+    this.#setState("starting");
+    const offline = this.#enqueue(() => this.#offline(token));
+    this.#failures = 0;
+    this.#tick();
+    await offline;
   }
 
   #halt(state: KitState): void {

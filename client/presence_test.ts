@@ -942,8 +942,8 @@ function tokenFor(sub: string, iat = 1) {
   return `eyJ.${btoa(JSON.stringify({ sub, iat }))}.sig`;
 }
 
-Deno.test("PresenceKit: another user signing in without a sign-out ends the previous user's presence and watchers, as SIGNED_OUT does; the new token is kept", async () => {
-  const { clock, client, kit, page, fetches } = setup();
+Deno.test("PresenceKit: another user signing in without a sign-out (an account switch) sends the previous user's offline with its token and goes on for the new user; watchers end, as on SIGNED_OUT", async () => {
+  const { clock, client, kit, page, fetches, states } = setup();
   const ana = tokenFor("ana"), bruno = tokenFor("bruno");
   client.reply = (call) =>
     call.name === "presence"
@@ -960,20 +960,24 @@ Deno.test("PresenceKit: another user signing in without a sign-out ends the prev
   client.emitAuth("TOKEN_REFRESHED", { access_token: tokenFor("ana", 2) });
   await clock.advance(0);
   assert.equal(kit.state, "online");
+  const before = client.calls.length;
+  // An app's own listener that calls start() on SIGNED_IN, registered
+  // before the kit's, runs first (a no-op: the kit runs).
+  kit.start();
   client.emitAuth("SIGNED_IN", { access_token: bruno });
   await clock.advance(0);
-  const last = client.calls.at(-1)!;
-  assert.equal(last.body.state, "offline");
-  assert.deepEqual(last.headers, {
+  const after = client.calls.slice(before);
+  assert.deepEqual(after.map((c) => c.body.state), ["offline", "online"]);
+  assert.deepEqual(after[0].headers, {
     authorization: `Bearer ${tokenFor("ana", 2)}`,
   });
-  assert.equal(kit.state, "stopped");
-  const calls = client.calls.length;
+  assert.equal(kit.state, "online");
+  assert.deepEqual(states.slice(-2), ["starting", "online"]);
   await clock.advance(60_000);
-  assert.equal(client.calls.length, calls, "the watcher ended");
-  // Started again, the kit is bruno's: a close sends bruno's offline.
-  kit.start();
-  await clock.advance(0);
+  assert.equal(client.calls.length, before + 2, "the watcher ended");
+  await clock.advance(180_000);
+  assert.equal(client.pings("online"), 3, "bruno's pings go on");
+  // The kit is bruno's: a close sends bruno's offline.
   page.close();
   assert.equal(fetches.length, 1);
   assert.equal(
