@@ -915,7 +915,12 @@ export class PresenceKit {
   // Every wait here is bounded: the session (for a fresher token) and each
   // try by requestTimeoutMs, up to OFFLINE_TRIES tries.
   async #offline(token?: string): Promise<void> {
-    if (token === undefined) await this.#session();
+    // A token the device's clock says is good for a minute yet goes at
+    // once: supabase-js may make the kit wait (a refresh under way), and
+    // then at most requestTimeoutMs.
+    if (token === undefined && !this.#lasts(this.#token, 60_000)) {
+      await this.#session();
+    }
     let bearer = token ?? this.#token;
     let refreshed = false;
     for (let tries = 1;; tries++) {
@@ -956,6 +961,11 @@ export class PresenceKit {
       this.#failed("offline", false, answer);
       return;
     }
+  }
+
+  #lasts(token: string | null, ms: number): boolean {
+    const exp = token === null ? undefined : _claims(token)?.exp;
+    return typeof exp === "number" && exp * 1000 - this.#clock.now() > ms;
   }
 
   // POST presence-ping {state: "offline"} by the kit's own fetch.
@@ -1359,10 +1369,16 @@ function _safe<T>(fn: () => T): T | null {
 // The `sub` of an access token, read without verifying it: it only tells
 // this user's tabs from another user's on the same browser.
 function _subject(token: string): string | null {
+  const sub = _claims(token)?.sub;
+  return typeof sub === "string" ? sub : null;
+}
+
+// An access token's payload, read without verifying it.
+function _claims(token: string): Record<string, unknown> | null {
   try {
     const part = token.split(".")[1].replaceAll("-", "+").replaceAll("_", "/");
-    const sub = JSON.parse(atob(part)).sub;
-    return typeof sub === "string" ? sub : null;
+    const claims = JSON.parse(atob(part));
+    return claims && typeof claims === "object" ? claims : null;
   } catch {
     return null;
   }

@@ -877,6 +877,24 @@ Deno.test("PresenceKit: signOut waits for supabase-js's session at most requestT
   assert.equal(kit.state, "stopped");
 });
 
+Deno.test("PresenceKit: signOut sends its offline at once with a token good for a minute yet, without asking supabase-js (whose lock a refresh may hold)", async () => {
+  const { clock, client, kit, errors } = setup();
+  clock.time = 1_000_000;
+  // exp: 10 minutes from now, by the device's clock.
+  const token = `eyJ.${btoa(JSON.stringify({ sub: "ana", exp: 1_600 }))}.sig`;
+  client.emitAuth("SIGNED_IN", { access_token: token });
+  kit.start();
+  await clock.advance(0);
+  client.lockStuck = true;
+  void kit.signOut();
+  await clock.advance(0);
+  assert.equal(client.pings("offline"), 1);
+  assert.deepEqual(client.calls.at(-1)!.headers, {
+    authorization: `Bearer ${token}`,
+  });
+  assert.deepEqual(errors, []);
+});
+
 Deno.test("PresenceKit: a ping stuck on supabase-js's auth lock holds stop()'s offline for requestTimeoutMs at most; an expired token whose refresh hangs is reported within the bound", async () => {
   const { clock, client, kit, errors } = setup({ requestTimeoutMs: 10_000 });
   kit.start();
