@@ -1053,7 +1053,9 @@ export class PresenceKit {
       status: answer.status,
       message: String(answer.body.error ?? answer.body.message ?? code),
     };
-    if (answer.status === 404) {
+    // An offline's 404 (the previous user of an account switch has no row)
+    // says nothing about the kit, which may be running for another user.
+    if (answer.status === 404 && state === "online") {
       this.#halt("not_found");
       this.#emit("error", error);
       return;

@@ -1005,6 +1005,25 @@ Deno.test("PresenceKit: another user signing in without a sign-out (an account s
   kit.dispose();
 });
 
+Deno.test("PresenceKit: on an account switch, the previous user's offline answered 404 (no usuarios row) is reported and the kit goes on for the new user", async () => {
+  const { clock, client, kit, errors } = setup();
+  const ana = tokenFor("ana"), bruno = tokenFor("bruno");
+  client.emitAuth("SIGNED_IN", { access_token: ana });
+  kit.start();
+  await clock.advance(0);
+  client.reply = (call) =>
+    call.body.state === "offline"
+      ? { status: 404, body: { code: "user_not_found" } }
+      : { status: 200, body: _pingBody("online") };
+  client.emitAuth("SIGNED_IN", { access_token: bruno });
+  await clock.advance(0);
+  assert.equal(errors.at(-1)!.code, "user_not_found");
+  assert.equal(kit.state, "online");
+  await clock.advance(180_000);
+  assert.equal(client.pings("online"), 3);
+  kit.dispose();
+});
+
 Deno.test("PresenceKit: never logs, and its errors never carry the token", async () => {
   const logged: unknown[] = [];
   const saved = { ...console };
