@@ -827,7 +827,8 @@ export class PresenceKit {
     if (!this.#running) return;
     // The other tabs hear the new user at once.
     this.#sayHere();
-    this.#setState("starting");
+    // A hidden page stays paused: the new user's first ping waits for it.
+    if (!this.#page.hidden()) this.#setState("starting");
     const offline = this.#enqueue(() => this.#offline(token));
     this.#failures = 0;
     this.#tick();

@@ -1024,6 +1024,24 @@ Deno.test("PresenceKit: on an account switch, the previous user's offline answer
   kit.dispose();
 });
 
+Deno.test("PresenceKit: an account switch on a hidden page stays paused; the new user's ping waits for the page to show", async () => {
+  const { clock, client, kit, page } = setup();
+  client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(true);
+  client.emitAuth("SIGNED_IN", { access_token: tokenFor("bruno") });
+  await clock.advance(0);
+  assert.equal(kit.state, "paused");
+  assert.equal(client.pings("online"), 1);
+  assert.equal(client.pings("offline"), 1);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(kit.state, "online");
+  assert.equal(client.pings("online"), 2);
+  kit.dispose();
+});
+
 Deno.test("PresenceKit: never logs, and its errors never carry the token", async () => {
   const logged: unknown[] = [];
   const saved = { ...console };
