@@ -18,6 +18,11 @@ const supabase = globalThis.supabase.createClient(location.origin, anonKey, {
 });
 
 let kit = null;
+// A sign-in under way: a second submit (a double click) is ignored, not a
+// second kit, which would ping twice as often.
+let signingIn = false;
+let signInsHandled = 0;
+let kitsMade = 0;
 let unwatch = null;
 let myId = null;
 let pings = 0;
@@ -50,6 +55,7 @@ function render(users) {
 }
 
 function start(email) {
+  kitsMade++;
   kit = new PresenceKit(supabase, {
     url: location.origin,
     anonKey,
@@ -88,12 +94,19 @@ function start(email) {
 
 $("sign-in").addEventListener("submit", async (event) => {
   event.preventDefault();
+  if (signingIn || kit) {
+    signInsHandled++;
+    return;
+  }
+  signingIn = true;
   const form = new FormData(event.target);
   $("error").textContent = "";
   const { error } = await supabase.auth.signInWithPassword({
     email: String(form.get("email")),
     password: String(form.get("password")),
   });
+  signingIn = false;
+  signInsHandled++;
   if (error) {
     if (
       error.status === undefined || error.status === 0 || error.status >= 500
@@ -131,5 +144,11 @@ globalThis.presenceDemo = {
   },
   get pings() {
     return pings;
+  },
+  get signInsHandled() {
+    return signInsHandled;
+  },
+  get kitsMade() {
+    return kitsMade;
   },
 };

@@ -28,6 +28,11 @@ import type { SupabaseClient } from "@supabase/supabase-js";
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /**
+   * Milliseconds on a clock that never goes back (`performance.now()`),
+   * for how long ago another tab spoke; without it, `now()`.
+   */
+  elapsed?(): number;
   /** Calls `fn` once after `ms` milliseconds; returns a handle. */
   setTimeout(fn: () => void, ms: number): unknown;
   /** Cancels a handle of {@linkcode Clock.setTimeout}. */
@@ -37,6 +42,8 @@ export interface Clock {
 /** The real clock. */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  // The wall clock may be set back (NTP, the user, a VM resumed).
+  elapsed: () => globalThis.performance?.now() ?? Date.now(),
   setTimeout: (fn, ms) => globalThis.setTimeout(fn, ms),
   clearTimeout: (handle) =>
     globalThis.clearTimeout(handle as ReturnType<typeof setTimeout>),
@@ -102,11 +109,17 @@ function _listen(target: _EventSource, type: string, fn: () => void) {
 export interface TabChannel {
   post(message: TabMessage): void;
   onMessage(fn: (message: TabMessage) => void): () => void;
+  /** Lets go of the channel ({@linkcode PresenceKit.dispose}). */
+  close?(): void;
 }
 
-/** What tabs tell each other: `here` (running, now and then) or `bye` (closing). */
+/**
+ * What tabs tell each other: `here` (running, now and then), `bye`
+ * (closing), or `out` (signing the user out with
+ * {@linkcode PresenceKit.signOut}, its `offline` sent).
+ */
 export interface TabMessage {
-  kind: "here" | "bye";
+  kind: "here" | "bye" | "out";
   /** The sending tab's random id. */
   tab: string;
   /** The signed-in user (`sub` of the access token), or `null`. */
@@ -115,11 +128,15 @@ export interface TabMessage {
 
 /**
  * The browser's `BroadcastChannel` named for the project, or `null` where
- * there is none (then every tab acts alone).
+ * there is none (then every tab acts alone). Messages from this page's own
+ * kits are not heard: a channel delivers to every other channel object of
+ * its name, those of the same page too, and two kits in one page (a form
+ * submitted twice, a component mounted twice) are one tab, not two.
  */
 export function browserTabs(url: string): TabChannel | null {
   const BC = (globalThis as unknown as {
     BroadcastChannel?: new (name: string) => {
+      close(): void;
       postMessage(m: unknown): void;
       addEventListener(t: "message", fn: (e: { data: unknown }) => void): void;
       removeEventListener(
@@ -131,17 +148,27 @@ export function browserTabs(url: string): TabChannel | null {
   if (!BC) return null;
   const channel = new BC(`presence-kit:${url}`);
   return {
-    post: (message) => channel.postMessage(message),
+    post: (message) => channel.postMessage({ ...message, realm: _REALM }),
     onMessage: (fn) => {
       const listener = (e: { data: unknown }) => {
-        const m = e.data as TabMessage | null;
-        if (m && (m.kind === "here" || m.kind === "bye")) fn(m);
+        const m = e.data as (TabMessage & { realm?: string }) | null;
+        if (!m || m.realm === _REALM) return;
+        if (m.kind === "here" || m.kind === "bye" || m.kind === "out") {
+          fn({ kind: m.kind, tab: m.tab, user: m.user });
+        }
       };
       channel.addEventListener("message", listener);
       return () => channel.removeEventListener("message", listener);
     },
+    close: () => channel.close(),
   };
 }
+
+// This page (realm): its kits' tab messages carry it, and are not heard by
+// its own kits.
+const _REALM = `${Date.now().toString(36)}-${
+  Math.random().toString(36).slice(2)
+}`;
 
 /**
  * Where a page can leave a note for the next page of the same tab
@@ -154,11 +181,14 @@ export interface TabNotes {
 
 /** Options of {@linkcode PresenceKit}. */
 export interface PresenceKitOptions {
-  /** The project URL (`SUPABASE_URL`), for the `pagehide` ping. */
+  /**
+   * The project URL (`SUPABASE_URL`), for the kit's own offline pings (tab
+   * close, stop, sign-out).
+   */
   url: string;
   /**
    * The project's publishable key (`sb_publishable_…`), sent as `apikey` by
-   * the `pagehide` ping. This or `anonKey` is required.
+   * the kit's own offline pings. This or `anonKey` is required.
    */
   publishableKey?: string;
   /** The legacy anon key, in place of `publishableKey`. */
@@ -175,7 +205,7 @@ export interface PresenceKitOptions {
   watchIntervalMs?: number;
   /**
    * Spread of each wait, as a fraction (default 0.2: ±10 %), so that
-   * clients started together do not ping together.
+   * clients started together do not ping together. From 0 to 1.
    */
   jitter?: number;
   /**
@@ -183,7 +213,10 @@ export interface PresenceKitOptions {
    * {@linkcode MIN_BACKOFF_MS}.
    */
   backoffBaseMs?: number;
-  /** Longest wait after failures (default 300 000). */
+  /**
+   * Longest wait after failures (default 300 000). At least
+   * `backoffBaseMs`.
+   */
   backoffMaxMs?: number;
   /**
    * Longest wait for any answer (default 10 000), after which the call
@@ -196,7 +229,9 @@ export interface PresenceKitOptions {
   /** Uniform in [0, 1); defaults to `Math.random`. */
   random?: () => number;
   page?: PageLifecycle;
-  /** The `fetch` of the `pagehide` ping (default `globalThis.fetch`). */
+  /**
+   * The `fetch` of the kit's own offline pings (default `globalThis.fetch`).
+   */
   fetch?: typeof fetch;
   /**
    * The channel to the user's other tabs (default: a `BroadcastChannel`
@@ -240,26 +275,45 @@ export const MIN_BACKOFF_MS = 100;
 export const MIN_REQUEST_TIMEOUT_MS = 1_000;
 
 /**
+ * Longest `intervalMs`, `watchIntervalMs`, `backoffBaseMs`, `backoffMaxMs`
+ * and `requestTimeoutMs` (about 11.5 days), and longest `Retry-After`
+ * honoured. A browser runs a timer set beyond 2^31 - 1 ms at once; with
+ * `jitter` at most 1, no wait of the kit comes near that.
+ */
+export const MAX_WAIT_MS = 1_000_000_000;
+
+/**
  * How many times an `offline` that must land (stop, sign-out, a session
  * ended) is sent when the API answers 503 or not at all.
  */
 export const OFFLINE_TRIES = 3;
 
 /**
+ * Every {@linkcode KitState}, each of which the kit reaches.
+ *
+ * @example
+ * ```ts
+ * const known = (s: string): s is KitState => (KIT_STATES as readonly string[]).includes(s);
+ * ```
+ */
+export const KIT_STATES = [
+  "starting",
+  "online",
+  "paused",
+  "retrying",
+  "stopped",
+  "not_found",
+] as const;
+
+/**
  * Where the kit is: `starting` until the first answer; `online` after a
  * successful ping; `paused` while the page is hidden; `retrying` while it
- * waits after a 503 or a network failure; `offline` after an offline ping;
- * `stopped` after {@linkcode PresenceKit.stop} or sign-out; `not_found`
- * when the user has no `usuarios` row (pings stop).
+ * waits after a 503 or a network failure; `stopped` after
+ * {@linkcode PresenceKit.stop}, sign-out or a session that ended (the
+ * `offline` sent then is told by a `ping` event with `state: "offline"`);
+ * `not_found` when the user has no `usuarios` row (pings stop).
  */
-export type KitState =
-  | "starting"
-  | "online"
-  | "paused"
-  | "retrying"
-  | "offline"
-  | "stopped"
-  | "not_found";
+export type KitState = typeof KIT_STATES[number];
 
 /** A failure the kit reports; it never carries a token. */
 export interface KitError {
@@ -267,7 +321,9 @@ export interface KitError {
   source: "ping" | "watch";
   /**
    * The API's `code` (`invalid_token`, `user_not_found`,
-   * `idp_unavailable`, ...), or `network` when no answer came.
+   * `idp_unavailable`, ...), `network` when no answer came, `callback`
+   * when the poll succeeded (status 200) but the `watch` callback threw, or
+   * `no_session` when an offline could not be sent for want of a token.
    */
   code: string;
   /** HTTP status, or 0 when no answer came. */
@@ -361,6 +417,10 @@ export class PresenceKit {
   // cache: it resumes when shown.
   #resumeOnShow = false;
   #pageListening = false;
+  #disposed = false;
+  // Another tab's kit.signOut() sent this user's offline (`out`): when.
+  #siblingOut: { user: string | null; at: number } | null = null;
+  readonly #ownsTabs: boolean;
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
   readonly #tabs: TabChannel | null;
@@ -386,24 +446,30 @@ export class PresenceKit {
       );
     }
     this.#anonKey = key;
-    this.#intervalMs = _atLeast(
+    this.#intervalMs = _between(
       "intervalMs",
       options.intervalMs ?? 180_000,
       MIN_INTERVAL_MS,
     );
-    this.#watchIntervalMs = _atLeast(
+    this.#watchIntervalMs = _between(
       "watchIntervalMs",
       options.watchIntervalMs ?? 15_000,
       MIN_WATCH_INTERVAL_MS,
     );
-    this.#jitter = options.jitter ?? 0.2;
-    this.#backoffBaseMs = _atLeast(
+    // Above 1 a spread wait can come out negative; NaN makes every wait
+    // NaN: both run at once in a browser, a loop of requests.
+    this.#jitter = _between("jitter", options.jitter ?? 0.2, 0, 1);
+    this.#backoffBaseMs = _between(
       "backoffBaseMs",
       options.backoffBaseMs ?? 1_000,
       MIN_BACKOFF_MS,
     );
-    this.#backoffMaxMs = options.backoffMaxMs ?? 300_000;
-    this.#requestTimeoutMs = _atLeast(
+    this.#backoffMaxMs = _between(
+      "backoffMaxMs",
+      options.backoffMaxMs ?? 300_000,
+      this.#backoffBaseMs,
+    );
+    this.#requestTimeoutMs = _between(
       "requestTimeoutMs",
       options.requestTimeoutMs ?? 10_000,
       MIN_REQUEST_TIMEOUT_MS,
@@ -423,9 +489,8 @@ export class PresenceKit {
     this.#random = options.random ?? Math.random;
     this.#page = options.page ?? browserPage();
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
-    this.#tabs = options.tabs === undefined
-      ? browserTabs(this.#url)
-      : options.tabs;
+    this.#ownsTabs = options.tabs === undefined;
+    this.#tabs = this.#ownsTabs ? browserTabs(this.#url) : options.tabs ?? null;
     this.#notes = options.notes === undefined ? _sessionNotes() : options.notes;
     this.#tabId = `${this.#clock.now().toString(36)}-${
       Math.floor(this.#random() * 2 ** 32).toString(36)
@@ -445,9 +510,8 @@ export class PresenceKit {
         session && before !== null &&
         _subject(before) !== _subject(session.access_token)
       ) {
-        // Another user signed in without a sign-out (an account switch):
-        // the previous user's session ended, as on SIGNED_OUT.
-        void this.#signedOut(before);
+        // Another user signed in without a sign-out (an account switch).
+        void this.#switched(before);
       }
     });
     this.#unsubscribe.push(() => data.subscription.unsubscribe());
@@ -480,6 +544,7 @@ export class PresenceKit {
    * pings `offline` when the page is closed.
    */
   start(): void {
+    this.#alive("start");
     if (this.#running) return;
     this.#running = true;
     this.#failures = 0;
@@ -506,18 +571,23 @@ export class PresenceKit {
    * Stops pinging and watching (every watcher ends: call
    * {@linkcode PresenceKit.watch} again after a new start) and pings
    * `offline`; resolves when that ping has been answered (or has failed,
-   * which is reported).
+   * which is reported). The offline goes by the kit's own `fetch` with the
+   * token it holds, never behind supabase-js's auth lock, and every wait in
+   * it is bounded by `requestTimeoutMs`.
    */
   async stop(): Promise<void> {
     const wasRunning = this.#running;
     this.#halt("stopped");
     this.#stopWatchers();
-    if (wasRunning) await this.#enqueue("offline", false);
+    if (wasRunning) await this.#enqueue(() => this.#offline());
   }
 
   /**
    * Pings `offline`, then signs out with `client.auth.signOut(options)`:
    * the order that works, since a signed-out session's token is refused.
+   * The offline is bounded (see {@linkcode PresenceKit.stop});
+   * `client.auth.signOut` itself waits for supabase-js's auth lock, which the
+   * kit cannot bound.
    * Resolves to supabase-js's answer: with an `error` (no network, Auth
    * down) the session is kept and still valid, and the kit stays stopped;
    * the app says so and may call `signOut()` again.
@@ -531,7 +601,13 @@ export class PresenceKit {
   async signOut(
     options?: Parameters<SupabaseClient["auth"]["signOut"]>[0],
   ): Promise<{ error: Error | null }> {
+    const wasRunning = this.#running;
     await this.stop();
+    // The other tabs of a shared session get SIGNED_OUT from supabase-js
+    // next: the offline is sent, theirs would only be refused (401).
+    if (wasRunning) {
+      this.#tabs?.post({ kind: "out", tab: this.#tabId, user: this.#user() });
+    }
     const { error } = await this.#client.auth.signOut(options);
     return { error };
   }
@@ -547,6 +623,7 @@ export class PresenceKit {
    * ```
    */
   watch(onChange: OnPresenceChange): () => void {
+    this.#alive("watch");
     const w: _Watcher = {
       onChange,
       users: new Map(),
@@ -574,11 +651,30 @@ export class PresenceKit {
     };
   }
 
-  /** Stops everything and lets go of the client's auth listener. */
+  /**
+   * Stops everything (no `offline` is sent: call
+   * {@linkcode PresenceKit.stop} first for one) and lets go of the page,
+   * the tabs and the client's auth listener. For good: `start()` and
+   * `watch()` then throw; make a new kit.
+   */
   dispose(): void {
+    this.#disposed = true;
     this.#halt("stopped");
     this.#stopWatchers();
     for (const off of this.#unsubscribe.splice(0)) off();
+    // Only a channel the kit opened itself.
+    if (this.#ownsTabs) this.#tabs?.close?.();
+  }
+
+  // A disposed kit has no page, tab or auth listener left: running again it
+  // would ping through hidden pages, never send the tab-close offline and
+  // miss sign-outs.
+  #alive(method: string): void {
+    if (this.#disposed) {
+      throw new Error(
+        `PresenceKit: ${method}() after dispose(); make a new PresenceKit`,
+      );
+    }
   }
 
   #stopWatchers(): void {
@@ -598,7 +694,7 @@ export class PresenceKit {
     if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     this.#timer = null;
     if (!this.#running || this.#page.hidden()) return;
-    void this.#enqueue("online", true);
+    void this.#enqueue(() => this.#ping());
   }
 
   #schedule(ms: number): void {
@@ -659,7 +755,7 @@ export class PresenceKit {
 
   #othersOpen(): boolean {
     const me = this.#user();
-    const now = this.#clock.now();
+    const now = this.#elapsed();
     for (const [tab, peer] of this.#peers) {
       if (now - peer.at > TAB_ALIVE_MS) this.#peers.delete(tab);
       else if (peer.user === me) return true;
@@ -667,14 +763,27 @@ export class PresenceKit {
     return false;
   }
 
+  #offlineSentBySibling(token: string): boolean {
+    const out = this.#siblingOut;
+    return out !== null && out.user === _subject(token) &&
+      this.#elapsed() - out.at <= TAB_ALIVE_MS;
+  }
+
+  #elapsed(): number {
+    return this.#clock.elapsed?.() ?? this.#clock.now();
+  }
+
   #heard(m: TabMessage): void {
     if (m.tab === this.#tabId) return;
-    if (m.kind === "bye") {
+    if (m.kind === "out") {
+      this.#siblingOut = { user: m.user, at: this.#elapsed() };
+    }
+    if (m.kind === "bye" || m.kind === "out") {
       this.#peers.delete(m.tab);
       return;
     }
     const known = this.#peers.has(m.tab);
-    this.#peers.set(m.tab, { at: this.#clock.now(), user: m.user });
+    this.#peers.set(m.tab, { at: this.#elapsed(), user: m.user });
     // A newcomer learns at once who is already there.
     if (!known && this.#running) {
       this.#tabs?.post({ kind: "here", tab: this.#tabId, user: this.#user() });
@@ -699,10 +808,31 @@ export class PresenceKit {
     if (!this.#running) return;
     this.#halt("stopped");
     // Best effort: Auth may already have revoked the session the token
-    // belongs to, which is why PresenceKit.signOut pings first.
-    if (token !== null) await this.#enqueue("offline", false, token);
+    // belongs to, which is why PresenceKit.signOut pings first. Not sent
+    // when another tab's kit.signOut() has just sent it.
+    if (token !== null && !this.#offlineSentBySibling(token)) {
+      await this.#enqueue(() => this.#offline(token));
+    }
     // Unless another user's session has taken its place meanwhile.
     if (this.#token === token) this.#token = null;
+  }
+
+  // An account switch: the previous user's session ended, and this tab has
+  // a signed-in user still. The previous user goes offline (with its own
+  // last token) and a running kit goes on for the new one, whatever the
+  // order of the app's auth listeners (an app's `start()` on SIGNED_IN may
+  // run before this). Watchers end, as on SIGNED_OUT.
+  async #switched(token: string): Promise<void> {
+    this.#stopWatchers();
+    if (!this.#running) return;
+    // The other tabs hear the new user at once.
+    this.#sayHere();
+    // A hidden page stays paused: the new user's first ping waits for it.
+    if (!this.#page.hidden()) this.#setState("starting");
+    const offline = this.#enqueue(() => this.#offline(token));
+    this.#failures = 0;
+    this.#tick();
+    await offline;
   }
 
   #halt(state: KitState): void {
@@ -718,95 +848,197 @@ export class PresenceKit {
     this.#setState(state);
   }
 
-  #enqueue(
-    state: "online" | "offline",
-    scheduled: boolean,
-    token?: string,
-  ): Promise<void> {
-    const run = this.#chain.then(() => this.#ping(state, scheduled, token));
+  // One ping at a time, in order: an offline never overtakes an online
+  // still on its way.
+  #enqueue(work: () => Promise<void>): Promise<void> {
+    const run = this.#chain.then(work);
     this.#chain = run.catch(() => {});
     return run;
   }
 
-  async #ping(
-    state: "online" | "offline",
-    scheduled: boolean,
-    token?: string,
-  ): Promise<void> {
-    // A scheduled ping that waited behind another may have been overtaken
-    // by stop() or a hidden page.
-    if (scheduled && (!this.#running || this.#page.hidden())) return;
+  // A scheduled online ping. Every wait in it is bounded (requestTimeoutMs)
+  // and it gives up as soon as the kit has stopped, so that the offline
+  // queued behind it goes on.
+  async #ping(): Promise<void> {
+    // It may have waited behind another and been overtaken by stop() or a
+    // hidden page.
+    if (!this.#running || this.#page.hidden()) return;
     let refreshed = false;
-    let tries = 0;
-    if (token === undefined) await this.#session();
+    await this.#session();
     for (;;) {
+      if (!this.#running || this.#page.hidden()) return;
       let answer: _Answer;
       try {
-        answer = await this.#invoke("presence-ping", { state }, token);
+        answer = await this.#invoke("presence-ping", { state: "online" });
       } catch (error) {
         answer = _noAnswer(error);
       }
+      // An answer that arrives after stop() or a hidden page says nothing
+      // about the kit any more: no state, no event.
+      if (!this.#running || this.#page.hidden()) return;
+      if (answer.status === 200) {
+        this.#failures = 0;
+        this.#setState("online");
+        // Just after a navigation the previous page's offline may land
+        // after this online: say online again shortly.
+        const confirm = this.#confirmSoon;
+        this.#confirmSoon = false;
+        this.#schedule(confirm ? _CONFIRM_MS : this.#spread(this.#intervalMs));
+        this.#emit("ping", {
+          state: "online",
+          user: answer.body.user as PingResult,
+        });
+        return;
+      }
       if (
-        state === "offline" && !scheduled && ++tries < OFFLINE_TRIES &&
-        _transient(answer)
+        answer.status === 401 && answer.body.error === "JWT expired" &&
+        !refreshed
       ) {
-        // An offline that must land (stop, sign-out): tried again after
-        // Retry-After (1 s without one, 5 s at most), a few times.
+        refreshed = true;
+        if (await this.#refresh()) continue;
+      }
+      if (await this.#sessionOver(answer)) {
+        this.#failed("online", false, answer);
+        await this.#sessionEnded(answer);
+        return;
+      }
+      this.#failed("online", true, answer);
+      return;
+    }
+  }
+
+  // The offline that must land (stop, sign-out, a session that ended),
+  // sent by the kit's own fetch with the token it holds (`token`: the ended
+  // session's). Never through supabase-js: each of its requests, a
+  // functions.invoke with its own Authorization too, first waits for the
+  // session behind supabase-js's auth lock, which a session refresh holds
+  // for as long as it retries (half a minute), or for ever if Auth hangs.
+  // Every wait here is bounded: the session (for a fresher token) and each
+  // try by requestTimeoutMs, up to OFFLINE_TRIES tries.
+  async #offline(token?: string): Promise<void> {
+    // A token the device's clock says is good for a minute yet goes at
+    // once: supabase-js may make the kit wait (a refresh under way), and
+    // then at most requestTimeoutMs.
+    if (token === undefined && !this.#lasts(this.#token, 60_000)) {
+      await this.#session();
+    }
+    let bearer = token ?? this.#token;
+    let refreshed = false;
+    for (let tries = 1;; tries++) {
+      if (bearer === null) {
+        this.#emit("error", {
+          source: "ping",
+          code: "no_session",
+          status: 0,
+          message: "no access token: no offline sent",
+        });
+        return;
+      }
+      const answer = await this.#post(bearer);
+      if (answer.status === 200) {
+        this.#emit("ping", {
+          state: "offline",
+          user: answer.body.user as PingResult,
+        });
+        return;
+      }
+      if (tries < OFFLINE_TRIES && _transient(answer)) {
+        // Tried again after Retry-After (1 s without one, 5 s at most).
         const wait = Math.min((answer.retryAfterS ?? 1) * 1000, 5_000);
         await new Promise<void>((r) => this.#clock.setTimeout(() => r(), wait));
         continue;
-      }
-      if (answer.status === 200) {
-        this.#failures = 0;
-        const user = answer.body.user as PingResult;
-        // An online answer that arrives after stop() or a hidden page says
-        // nothing about the kit any more: no state, no event.
-        if (scheduled && (!this.#running || this.#page.hidden())) return;
-        if (state === "online" && scheduled) {
-          this.#setState("online");
-          // Just after a navigation the previous page's offline may land
-          // after this online: say online again shortly.
-          const confirm = this.#confirmSoon;
-          this.#confirmSoon = false;
-          this.#schedule(
-            confirm ? _CONFIRM_MS : this.#spread(this.#intervalMs),
-          );
-        } else if (state === "offline") {
-          this.#setState(this.#running ? "offline" : "stopped");
-        }
-        this.#emit("ping", { state, user });
-        return;
       }
       if (
         answer.status === 401 && answer.body.error === "JWT expired" &&
         !refreshed && token === undefined
       ) {
+        // The token expired meanwhile (a laptop back from sleep).
         refreshed = true;
-        const { error } = await this.#client.auth.refreshSession();
-        if (!error) continue;
+        if (await this.#refresh() && this.#token !== bearer) {
+          bearer = this.#token;
+          continue;
+        }
       }
-      if (token === undefined && await this.#signedOutElsewhere(answer)) {
-        this.#failed(state, false, answer);
-        await this.#signedOut(null);
-        return;
-      }
-      this.#failed(state, scheduled, answer);
+      this.#failed("offline", false, answer);
       return;
     }
   }
 
-  // A 401 while supabase-js holds no session any more: signed out where no
-  // event reaches this page (a server route cleared the session's
-  // cookies), which the kit ends as on SIGNED_OUT.
-  async #signedOutElsewhere(answer: _Answer): Promise<boolean> {
-    return answer.status === 401 && !(await this.#session());
+  #lasts(token: string | null, ms: number): boolean {
+    const exp = token === null ? undefined : _claims(token)?.exp;
+    return typeof exp === "number" && exp * 1000 - this.#clock.now() > ms;
+  }
+
+  // POST presence-ping {state: "offline"} by the kit's own fetch.
+  async #post(token: string): Promise<_Answer> {
+    const abort = new AbortController();
+    try {
+      return await this.#deadline((async () => {
+        const res = await this.#fetch(
+          `${this.#url}/functions/v1/presence-ping`,
+          {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${token}`,
+              apikey: this.#anonKey,
+              "content-type": "application/json",
+            },
+            body: JSON.stringify({ state: "offline" }),
+            signal: abort.signal,
+          },
+        );
+        return await _answerOf(res);
+      })());
+    } catch (error) {
+      abort.abort();
+      return _noAnswer(error);
+    }
+  }
+
+  // supabase-js's refreshSession, bounded; whether it gave a new session.
+  async #refresh(): Promise<boolean> {
+    try {
+      const { data, error } = await this.#deadline(
+        this.#client.auth.refreshSession(),
+      );
+      if (data?.session) this.#token = data.session.access_token;
+      return !error;
+    } catch {
+      return false; // No answer in time: the failure is reported as it is.
+    }
+  }
+
+  // Whether a 401 says the session is over for good, which the kit ends as
+  // on SIGNED_OUT: Auth no longer knows the session or its user (the
+  // `error_code` the API passes on from Auth: a sign-out on another device,
+  // supabase-js's default `global` one included, a password change, an
+  // admin's sign-out; a deleted or banned user), or supabase-js holds no
+  // session any more (signed out where no event reaches this page: a server
+  // route cleared the session's cookies). Any other 401 (`JWT expired`, a
+  // misconfigured key) is reported and tried again at the interval.
+  async #sessionOver(answer: _Answer): Promise<boolean> {
+    if (answer.status !== 401) return false;
+    if (_SESSION_OVER.has(String(answer.body.error_code))) return true;
+    return !(await this.#session());
+  }
+
+  // The kit stops first, so that no offline goes with a token Auth refuses;
+  // then, for a session Auth no longer knows, supabase-js is asked for the
+  // user, which makes it drop that session and tell the app (SIGNED_OUT),
+  // rather than keep it until its next refresh fails (up to an hour).
+  async #sessionEnded(answer: _Answer): Promise<void> {
+    await this.#signedOut(null);
+    if (answer.body.error_code === "session_not_found") {
+      await this.#deadline(this.#client.auth.getUser()).catch(() => {});
+    }
   }
 
   // Whether supabase-js holds a session now; its access token becomes the
-  // one the kit's own requests (the tab-close offline) carry.
+  // one the kit's own requests (the offline pings) carry. Bounded: a
+  // refresh stuck behind supabase-js's auth lock leaves the token as it was.
   async #session(): Promise<boolean> {
     try {
-      const { data } = await this.#client.auth.getSession();
+      const { data } = await this.#deadline(this.#client.auth.getSession());
       if (data.session) this.#token = data.session.access_token;
       return data.session !== null;
     } catch {
@@ -822,7 +1054,9 @@ export class PresenceKit {
       status: answer.status,
       message: String(answer.body.error ?? answer.body.message ?? code),
     };
-    if (answer.status === 404) {
+    // An offline's 404 (the previous user of an account switch has no row)
+    // says nothing about the kit, which may be running for another user.
+    if (answer.status === 404 && state === "online") {
       this.#halt("not_found");
       this.#emit("error", error);
       return;
@@ -909,8 +1143,7 @@ export class PresenceKit {
         ) {
           // Once per poll, as pings do; a second one is reported.
           refreshed = true;
-          const { error } = await this.#client.auth.refreshSession();
-          if (!error) continue;
+          if (await this.#refresh()) continue;
         }
         if (answer.status === 400 && since !== null) {
           // The cursor was refused (a deploy that changed its format, a
@@ -965,7 +1198,19 @@ export class PresenceKit {
       w.cursor = cursor;
       w.failures = 0;
       w.offlineFailure = false;
-      w.onChange(w.users, { changed: users, removed, resync });
+      try {
+        w.onChange(w.users, { changed: users, removed, resync });
+      } catch (error) {
+        // The app's bug, not the API's: reported as such, and the poll
+        // keeps its interval (never the backoff of a failed read, which
+        // would poll every second while the app throws).
+        this.#emit("error", {
+          source: "watch",
+          code: "callback",
+          status: 200,
+          message: _message(error),
+        });
+      }
     } catch (failure) {
       if (w.stopped) return;
       const answer = _isAnswer(failure) ? failure : _noAnswer(failure);
@@ -982,14 +1227,16 @@ export class PresenceKit {
         wait = this.#backoff(answer.retryAfterS);
         this.#failures = saved;
       }
-      this.#emit("error", {
+      const over = await this.#sessionOver(answer);
+      const error: KitError = {
         source: "watch",
         code: String(answer.body.code ?? "http_error"),
         status: answer.status,
         message: String(answer.body.error ?? answer.body.message ?? ""),
-        retryInMs: wait,
-      });
-      if (await this.#signedOutElsewhere(answer)) await this.#signedOut(null);
+      };
+      if (!over) error.retryInMs = wait;
+      this.#emit("error", error);
+      if (over) await this.#sessionEnded(answer);
     } finally {
       w.busy = false;
     }
@@ -1006,14 +1253,10 @@ export class PresenceKit {
   async #invoke(
     name: string,
     body: Record<string, unknown>,
-    token?: string,
   ): Promise<_Answer> {
     const { data, error } = await this.#deadline(
       this.#client.functions.invoke(name, {
         body,
-        headers: token === undefined
-          ? undefined
-          : { authorization: `Bearer ${token}` },
         timeout: this.#requestTimeoutMs,
       }),
     );
@@ -1022,25 +1265,14 @@ export class PresenceKit {
     }
     const res = (error as { context?: unknown }).context;
     if (!(res instanceof Response)) throw error;
-    let parsed: Record<string, unknown> = {};
-    try {
-      const value = await res.json();
-      if (value && typeof value === "object") parsed = value;
-    } catch {
-      // Not JSON (a proxy's page): the status says enough.
-    }
-    const retry = Number(res.headers.get("retry-after"));
-    return {
-      status: res.status,
-      body: parsed,
-      retryAfterS: Number.isFinite(retry) && retry > 0 ? retry : null,
-    };
+    return await _answerOf(res);
   }
 
   // supabase-js's `timeout` aborts the request; this also bounds the wait
   // for the session's token before it is sent (supabase-js's auth lock),
-  // which no signal reaches. A stuck call would otherwise hold every later
-  // ping, poll and sign-out behind it.
+  // which no signal reaches, and the kit's own calls of supabase-js's auth
+  // (getSession, refreshSession), which wait on that lock too. A stuck call
+  // would otherwise hold every later ping, poll and sign-out behind it.
   async #deadline<T>(work: Promise<T>): Promise<T> {
     let timer: unknown = null;
     const late = new Promise<never>((_, reject) => {
@@ -1100,6 +1332,15 @@ interface _PartialRead {
   removed: number[];
 }
 
+// Auth's `error_code`s (frozen: supabase/auth `errorcode.go`) that say a
+// token is refused for good: its session was ended, its user deleted or
+// banned. `bad_jwt` is not one: it also says an expired token.
+const _SESSION_OVER = new Set([
+  "session_not_found",
+  "user_not_found",
+  "user_banned",
+]);
+
 const _OFFLINE_NOTE = "presence-kit:offline-at";
 const _CONFIRM_MS = 2_000;
 
@@ -1131,20 +1372,53 @@ function _safe<T>(fn: () => T): T | null {
 // The `sub` of an access token, read without verifying it: it only tells
 // this user's tabs from another user's on the same browser.
 function _subject(token: string): string | null {
+  const sub = _claims(token)?.sub;
+  return typeof sub === "string" ? sub : null;
+}
+
+// An access token's payload, read without verifying it.
+function _claims(token: string): Record<string, unknown> | null {
   try {
     const part = token.split(".")[1].replaceAll("-", "+").replaceAll("_", "/");
-    const sub = JSON.parse(atob(part)).sub;
-    return typeof sub === "string" ? sub : null;
+    const claims = JSON.parse(atob(part));
+    return claims && typeof claims === "object" ? claims : null;
   } catch {
     return null;
   }
 }
 
-function _atLeast(name: string, value: number, min: number): number {
-  if (!Number.isFinite(value) || value < min) {
-    throw new RangeError(`PresenceKit: ${name} must be at least ${min}`);
+function _between(
+  name: string,
+  value: number,
+  min: number,
+  max = MAX_WAIT_MS,
+): number {
+  if (typeof value !== "number" || !(value >= min && value <= max)) {
+    throw new RangeError(
+      `PresenceKit: ${name} must be a number from ${min} to ${max}`,
+    );
   }
   return value;
+}
+
+// An answer as the kit reads it: its status, its JSON body (empty when it
+// is not JSON: a proxy's page, whose status says enough) and Retry-After.
+async function _answerOf(res: Response): Promise<_Answer> {
+  let parsed: Record<string, unknown> = {};
+  try {
+    const value = await res.json();
+    if (value && typeof value === "object") parsed = value;
+  } catch {
+    // Not JSON.
+  }
+  const retry = Number(res.headers.get("retry-after"));
+  return {
+    status: res.status,
+    body: parsed,
+    retryAfterS: Number.isFinite(retry) && retry > 0
+      ? Math.min(retry, MAX_WAIT_MS / 1000)
+      : null,
+  };
 }
 
 // What a call that got no answer (a network failure, the deadline) counts as.

@@ -6,8 +6,10 @@ import assert from "node:assert/strict";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import {
   type Clock,
+  KIT_STATES,
   type KitError,
   type KitState,
+  MAX_WAIT_MS,
   MIN_BACKOFF_MS,
   MIN_INTERVAL_MS,
   MIN_REQUEST_TIMEOUT_MS,
@@ -29,6 +31,11 @@ const TOKEN = "eyJ.secret-token.sig";
 
 class FakeClock implements Clock {
   time = 0;
+  /** The monotonic clock: only advance() moves it, never setting `time`. */
+  mono = 0;
+  elapsed() {
+    return this.mono;
+  }
   #timers = new Map<number, { at: number; fn: () => void }>();
   #next = 1;
   /** Every delay asked for, in order. */
@@ -57,9 +64,11 @@ class FakeClock implements Clock {
         .sort((a, b) => a[1].at - b[1].at)[0];
       if (!due) break;
       this.#timers.delete(due[0]);
+      this.mono += due[1].at - this.time;
       this.time = due[1].at;
       due[1].fn();
     }
+    this.mono += end - this.time;
     this.time = end;
     await settle();
   }
@@ -124,6 +133,17 @@ class FakeClient {
   signOutScopes: (string | undefined)[] = [];
   signOutError: Error | null = null;
   refreshFails = false;
+  /**
+   * supabase-js's auth lock held by a session refresh that never ends
+   * (Auth hangs): every call that needs the session waits for ever.
+   */
+  lockStuck = false;
+  /** Auth has ended the session (a sign-out on another device). */
+  revoked = false;
+  getUsers = 0;
+  #locked(): Promise<never> | null {
+    return this.lockStuck ? new Promise<never>(() => {}) : null;
+  }
   /** The session supabase-js holds (its storage: cookies, for @supabase/ssr). */
   session: { access_token: string } | null = { access_token: TOKEN };
   #auth: ((event: string, session: unknown) => void) | null = null;
@@ -138,10 +158,25 @@ class FakeClient {
       return { data: { subscription: { unsubscribe: () => {} } } };
     },
     getSession: () =>
-      Promise.resolve({ data: { session: this.session }, error: null }),
+      this.#locked() ??
+        Promise.resolve({ data: { session: this.session }, error: null }),
+    // auth-js: a session Auth no longer knows (403 session_not_found) is
+    // dropped, and SIGNED_OUT told to every listener.
+    getUser: () => {
+      this.getUsers++;
+      if (!this.revoked) {
+        return Promise.resolve({ data: { user: { id: "u" } }, error: null });
+      }
+      this.session = null;
+      this.#auth?.("SIGNED_OUT", null);
+      return Promise.resolve({
+        data: { user: null },
+        error: new Error("Auth session missing!"),
+      });
+    },
     refreshSession: () => {
       this.refreshes++;
-      return Promise.resolve({
+      return this.#locked() ?? Promise.resolve({
         error: this.refreshFails ? new Error("x") : null,
       });
     },
@@ -167,6 +202,8 @@ class FakeClient {
         timeout?: number;
       },
     ) => {
+      // supabase-js gets the session's token first, whatever the headers.
+      if (this.lockStuck) await this.#locked();
       const call = {
         name,
         body: opts.body,
@@ -197,6 +234,33 @@ class FakeClient {
       }
     },
   };
+  /**
+   * The kit's own fetch of the offline that must land (stop, sign-out):
+   * recorded among the calls and answered by `reply` like the others.
+   */
+  async fetch(url: string, init: RequestInit): Promise<Response> {
+    const headers = init.headers as Record<string, string>;
+    this.ownFetches.push({ url, init });
+    const call = {
+      name: url.split("/").at(-1)!,
+      body: JSON.parse(String(init.body)),
+      headers: { authorization: headers.authorization },
+    };
+    this.calls.push(call);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      const r = await this.reply(call);
+      if (r.status === 0) throw new TypeError("Failed to fetch");
+      return new Response(JSON.stringify(r.body), {
+        status: r.status,
+        headers: r.headers,
+      });
+    } finally {
+      this.inFlight--;
+    }
+  }
+  ownFetches: { url: string; init: RequestInit }[] = [];
   emitAuth(event: string, session: unknown) {
     // supabase-js stores the session before it tells listeners.
     this.session = (session as { access_token: string } | null) ?? null;
@@ -224,6 +288,8 @@ function setup(options: Partial<PresenceKitOptions> = {}) {
   const clock = new FakeClock();
   const page = new FakePage();
   const client = new FakeClient();
+  // The tab-close offlines (keepalive fetches); the kit's other own
+  // fetches go to the fake client.
   const fetches: { url: string; init: RequestInit }[] = [];
   const kit = new PresenceKit(client as unknown as SupabaseClient, {
     url: "http://api.test/",
@@ -235,6 +301,7 @@ function setup(options: Partial<PresenceKitOptions> = {}) {
     tabs: null,
     notes: null,
     fetch: (url, init) => {
+      if (!init?.keepalive) return client.fetch(String(url), init ?? {});
       fetches.push({ url: String(url), init: init ?? {} });
       return Promise.resolve(new Response("{}"));
     },
@@ -266,8 +333,9 @@ Deno.test("PresenceKit: the interval is spread by the jitter fraction", async ()
     const { clock, kit } = setup({ random: () => random, jitter: 0.2 });
     kit.start();
     await clock.advance(0);
-    // The other delay is the ping's answer deadline (requestTimeoutMs).
-    assert.deepEqual(clock.delays, [10_000, expected]);
+    // The others are the deadlines (requestTimeoutMs) of the session's
+    // token and of the ping's answer.
+    assert.deepEqual(clock.delays, [10_000, 10_000, expected]);
     kit.dispose();
   }
 });
@@ -350,8 +418,15 @@ Deno.test("PresenceKit: signOut pings offline before supabase.auth.signOut", asy
     "online",
     "offline",
   ]);
-  // The offline ping went with the session, not a kept token.
-  assert.equal(client.calls[1].headers, undefined);
+  // The offline went by the kit's own fetch, with the session's token
+  // (never behind supabase-js's auth lock).
+  assert.deepEqual(client.calls[1].headers, {
+    authorization: `Bearer ${TOKEN}`,
+  });
+  assert.equal(
+    (client.ownFetches[0].init.headers as Record<string, string>).apikey,
+    "anon-key",
+  );
 });
 
 Deno.test("PresenceKit: SIGNED_OUT sends offline with the last access token", async () => {
@@ -432,6 +507,122 @@ Deno.test("PresenceKit: signed out where no event reaches the page (a server rou
   await clock.advance(3_600_000);
   assert.equal(client.calls.length, calls, "no more pings or polls");
   kit.dispose();
+});
+
+Deno.test("PresenceKit: a 401 whose error_code says Auth ended the session or its user (signed out on another device, deleted, banned) stops the kit and its watchers as SIGNED_OUT does, with no offline; supabase-js is asked to drop a session Auth no longer knows", async () => {
+  for (
+    const [errorCode, message] of [
+      ["session_not_found", "Auth session missing!"],
+      ["user_not_found", "User from sub claim in JWT does not exist"],
+      ["user_banned", "User is banned"],
+    ]
+  ) {
+    for (const via of ["ping", "watch"]) {
+      const { clock, client, kit, errors, states } = setup({
+        watchIntervalMs: 10_000,
+        jitter: 0,
+      });
+      const polls = () =>
+        client.calls.filter((c) => c.name === "presence").length;
+      let over = false;
+      client.reply = (call) => {
+        if (
+          over && call.name === (via === "ping" ? "presence-ping" : "presence")
+        ) {
+          return {
+            status: 401,
+            body: {
+              code: "invalid_token",
+              error: message,
+              error_code: errorCode,
+            },
+          };
+        }
+        return call.name === "presence"
+          ? {
+            status: 200,
+            body: { ok: true, users: [], next_after_id: null, cursor: "c" },
+          }
+          : { status: 200, body: _pingBody("online") };
+      };
+      kit.start();
+      kit.watch(() => {});
+      await clock.advance(0);
+      assert.equal(kit.state, "online");
+      // Ended elsewhere: this device's token is unexpired and still held.
+      over = true;
+      client.revoked = errorCode === "session_not_found";
+      await clock.advance(via === "ping" ? 180_000 : 10_000);
+      const label = `${errorCode} via ${via}`;
+      assert.equal(kit.state, "stopped", label);
+      assert.deepEqual(states.at(-1), "stopped", label);
+      assert.ok(
+        errors.some((e) => e.status === 401 && e.message === message),
+        label,
+      );
+      assert.equal(client.pings("offline"), 0, label);
+      assert.equal(client.getUsers, client.revoked ? 1 : 0, label);
+      // supabase-js dropped it (and told the app, SIGNED_OUT).
+      if (client.revoked) assert.equal(client.session, null, label);
+      const calls = client.calls.length;
+      await clock.advance(3_600_000);
+      assert.equal(client.calls.length, calls, `${label}: no pings or polls`);
+      assert.ok(polls() >= 1);
+      kit.dispose();
+    }
+  }
+});
+
+Deno.test("PresenceKit: a 401 that does not say the session is over (no error_code, a session still held) is reported and tried again at the interval", async () => {
+  const { clock, client, kit, errors } = setup({ jitter: 0 });
+  kit.start();
+  await clock.advance(0);
+  client.reply = () => ({
+    status: 401,
+    body: { code: "invalid_token", error: "invalid JWT" },
+  });
+  await clock.advance(180_000);
+  assert.equal(kit.state, "online");
+  assert.equal(errors.at(-1)!.retryInMs, 180_000);
+  await clock.advance(180_000);
+  assert.equal(client.pings("online"), 3);
+  assert.equal(client.getUsers, 0);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: every state it documents (KIT_STATES) is reached, and no other; after an offline ping it is stopped and the ping event says offline", async () => {
+  const seen = new Set<string>();
+  const { clock, page, client, kit } = setup({ jitter: 0 });
+  const pings: string[] = [];
+  kit.on("state", (s) => seen.add(s));
+  kit.on("ping", (p) => pings.push(p.state));
+  kit.start(); // starting, online
+  await clock.advance(0);
+  page.setHidden(true); // paused
+  client.reply = () => ({ status: 0, body: null });
+  page.setHidden(false); // retrying
+  await clock.advance(0);
+  client.reply = () => ({ status: 200, body: _pingBody("offline") });
+  await kit.stop(); // stopped, and its offline lands
+  assert.equal(kit.state, "stopped");
+  assert.deepEqual(pings, ["online", "offline"]);
+  client.reply = () => ({ status: 404, body: { code: "user_not_found" } });
+  kit.start();
+  await clock.advance(0); // not_found
+  assert.deepEqual([...seen].sort(), [...KIT_STATES].sort());
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: start() and watch() after dispose() throw, rather than run without page, tab and auth listeners", async () => {
+  const { clock, client, kit } = setup();
+  kit.start();
+  await clock.advance(0);
+  kit.dispose();
+  assert.throws(() => kit.start(), /start\(\) after dispose\(\)/);
+  assert.throws(() => kit.watch(() => {}), /watch\(\) after dispose\(\)/);
+  await clock.advance(3_600_000);
+  assert.equal(client.pings(), 1);
+  assert.equal(kit.state, "stopped");
 });
 
 Deno.test("PresenceKit: a page back from the back/forward cache resumes pinging", async () => {
@@ -666,6 +857,78 @@ Deno.test("PresenceKit: a call that never answers is a network failure after req
   assert.equal(client.pings("offline"), OFFLINE_TRIES);
 });
 
+Deno.test("PresenceKit: signOut waits for supabase-js's session at most requestTimeoutMs, then sends its offline by its own fetch with the token it holds, never behind supabase-js's auth lock", async () => {
+  const { clock, client, kit, errors } = setup({ requestTimeoutMs: 10_000 });
+  kit.start();
+  await clock.advance(0);
+  assert.equal(kit.state, "online");
+  // A session due for refresh, and Auth hangs: supabase-js's lock is held.
+  client.lockStuck = true;
+  let done = false;
+  void kit.signOut().then(() => (done = true));
+  await clock.advance(10_000);
+  assert.equal(client.pings("offline"), 1);
+  assert.deepEqual(client.calls.at(-1)!.headers, {
+    authorization: `Bearer ${TOKEN}`,
+  });
+  assert.ok(done, "signOut went on to supabase.auth.signOut");
+  assert.equal(client.signOuts, 1);
+  assert.deepEqual(errors, []);
+  assert.equal(kit.state, "stopped");
+});
+
+Deno.test("PresenceKit: signOut sends its offline at once with a token good for a minute yet, without asking supabase-js (whose lock a refresh may hold)", async () => {
+  const { clock, client, kit, errors } = setup();
+  clock.time = 1_000_000;
+  // exp: 10 minutes from now, by the device's clock.
+  const token = `eyJ.${btoa(JSON.stringify({ sub: "ana", exp: 1_600 }))}.sig`;
+  client.emitAuth("SIGNED_IN", { access_token: token });
+  kit.start();
+  await clock.advance(0);
+  client.lockStuck = true;
+  void kit.signOut();
+  await clock.advance(0);
+  assert.equal(client.pings("offline"), 1);
+  assert.deepEqual(client.calls.at(-1)!.headers, {
+    authorization: `Bearer ${token}`,
+  });
+  assert.deepEqual(errors, []);
+});
+
+Deno.test("PresenceKit: a ping stuck on supabase-js's auth lock holds stop()'s offline for requestTimeoutMs at most; an expired token whose refresh hangs is reported within the bound", async () => {
+  const { clock, client, kit, errors } = setup({ requestTimeoutMs: 10_000 });
+  kit.start();
+  await clock.advance(0);
+  client.lockStuck = true;
+  // The next ping waits for the session behind the lock.
+  await clock.advance(180_000);
+  let done = false;
+  void kit.stop().then(() => (done = true));
+  // The ping gives up at its deadline, the offline waits for the session
+  // as long, then goes.
+  await clock.advance(20_000);
+  assert.ok(done);
+  assert.equal(client.pings("offline"), 1);
+  assert.deepEqual(errors.map((e) => e.code), []);
+
+  // The token expired meanwhile (a laptop back from sleep): the refresh
+  // hangs too. Reported once the refresh's deadline has passed.
+  kit.start();
+  await clock.advance(20_000);
+  client.reply = () => ({
+    status: 401,
+    body: { code: "invalid_token", error: "JWT expired" },
+  });
+  done = false;
+  void kit.signOut().then(() => (done = true));
+  await clock.advance(30_000);
+  assert.ok(done);
+  assert.equal(client.pings("offline"), 2);
+  assert.equal(errors.at(-1)!.code, "invalid_token");
+  assert.equal(errors.at(-1)!.message, "JWT expired");
+  assert.equal(client.signOuts, 1);
+});
+
 Deno.test("PresenceKit: the offline of signOut is tried again after a 503 (after Retry-After) or no answer, then signs out", async () => {
   const { clock, client, kit, errors } = setup();
   kit.start();
@@ -697,8 +960,8 @@ function tokenFor(sub: string, iat = 1) {
   return `eyJ.${btoa(JSON.stringify({ sub, iat }))}.sig`;
 }
 
-Deno.test("PresenceKit: another user signing in without a sign-out ends the previous user's presence and watchers, as SIGNED_OUT does; the new token is kept", async () => {
-  const { clock, client, kit, page, fetches } = setup();
+Deno.test("PresenceKit: another user signing in without a sign-out (an account switch) sends the previous user's offline with its token and goes on for the new user; watchers end, as on SIGNED_OUT", async () => {
+  const { clock, client, kit, page, fetches, states } = setup();
   const ana = tokenFor("ana"), bruno = tokenFor("bruno");
   client.reply = (call) =>
     call.name === "presence"
@@ -715,26 +978,67 @@ Deno.test("PresenceKit: another user signing in without a sign-out ends the prev
   client.emitAuth("TOKEN_REFRESHED", { access_token: tokenFor("ana", 2) });
   await clock.advance(0);
   assert.equal(kit.state, "online");
+  const before = client.calls.length;
+  // An app's own listener that calls start() on SIGNED_IN, registered
+  // before the kit's, runs first (a no-op: the kit runs).
+  kit.start();
   client.emitAuth("SIGNED_IN", { access_token: bruno });
   await clock.advance(0);
-  const last = client.calls.at(-1)!;
-  assert.equal(last.body.state, "offline");
-  assert.deepEqual(last.headers, {
+  const after = client.calls.slice(before);
+  assert.deepEqual(after.map((c) => c.body.state), ["offline", "online"]);
+  assert.deepEqual(after[0].headers, {
     authorization: `Bearer ${tokenFor("ana", 2)}`,
   });
-  assert.equal(kit.state, "stopped");
-  const calls = client.calls.length;
+  assert.equal(kit.state, "online");
+  assert.deepEqual(states.slice(-2), ["starting", "online"]);
   await clock.advance(60_000);
-  assert.equal(client.calls.length, calls, "the watcher ended");
-  // Started again, the kit is bruno's: a close sends bruno's offline.
-  kit.start();
-  await clock.advance(0);
+  assert.equal(client.calls.length, before + 2, "the watcher ended");
+  await clock.advance(180_000);
+  assert.equal(client.pings("online"), 3, "bruno's pings go on");
+  // The kit is bruno's: a close sends bruno's offline.
   page.close();
   assert.equal(fetches.length, 1);
   assert.equal(
     (fetches[0].init.headers as Record<string, string>).authorization,
     `Bearer ${bruno}`,
   );
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: on an account switch, the previous user's offline answered 404 (no usuarios row) is reported and the kit goes on for the new user", async () => {
+  const { clock, client, kit, errors } = setup();
+  const ana = tokenFor("ana"), bruno = tokenFor("bruno");
+  client.emitAuth("SIGNED_IN", { access_token: ana });
+  kit.start();
+  await clock.advance(0);
+  client.reply = (call) =>
+    call.body.state === "offline"
+      ? { status: 404, body: { code: "user_not_found" } }
+      : { status: 200, body: _pingBody("online") };
+  client.emitAuth("SIGNED_IN", { access_token: bruno });
+  await clock.advance(0);
+  assert.equal(errors.at(-1)!.code, "user_not_found");
+  assert.equal(kit.state, "online");
+  await clock.advance(180_000);
+  assert.equal(client.pings("online"), 3);
+  kit.dispose();
+});
+
+Deno.test("PresenceKit: an account switch on a hidden page stays paused; the new user's ping waits for the page to show", async () => {
+  const { clock, client, kit, page } = setup();
+  client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+  kit.start();
+  await clock.advance(0);
+  page.setHidden(true);
+  client.emitAuth("SIGNED_IN", { access_token: tokenFor("bruno") });
+  await clock.advance(0);
+  assert.equal(kit.state, "paused");
+  assert.equal(client.pings("online"), 1);
+  assert.equal(client.pings("offline"), 1);
+  page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(kit.state, "online");
+  assert.equal(client.pings("online"), 2);
   kit.dispose();
 });
 
@@ -1013,6 +1317,47 @@ Deno.test("PresenceKit.watch: a failed poll is reported and retried without losi
   assert.equal(client.calls[2].body.cursor, "c1");
 });
 
+Deno.test("PresenceKit.watch: an exception in the app's callback is reported as code callback, not a network failure, and the watch keeps its interval", async () => {
+  const { clock, page, client, kit, errors } = setup({
+    watchIntervalMs: 15_000,
+    jitter: 0,
+  });
+  client.reply = (call) =>
+    call.name === "presence"
+      ? {
+        status: 200,
+        body: {
+          ok: true,
+          users: [user(1, "online")],
+          next_after_id: null,
+          cursor: "c1",
+          resync: false,
+        },
+      }
+      : { status: 200, body: _pingBody("online") };
+  const bug = new TypeError("Cannot read properties of null");
+  kit.watch(() => {
+    throw bug;
+  });
+  await clock.advance(10 * 60_000);
+  const polls = () => client.calls.filter((c) => c.name === "presence").length;
+  // One at once, then one every 15 s: the interval, not a backoff.
+  assert.equal(polls(), 41);
+  assert.equal(errors.length, 41);
+  assert.deepEqual(errors[0], {
+    source: "watch",
+    code: "callback",
+    status: 200,
+    message: bug.message,
+  });
+  assert.ok(errors.every((e) => e.code === "callback"));
+  // Not a lost network: the `online` event asks for no poll.
+  page.goOnline();
+  await clock.advance(0);
+  assert.equal(polls(), 41);
+  kit.dispose();
+});
+
 Deno.test("PresenceKit.watch: pauses while the page is hidden", async () => {
   const { clock, client, kit, page } = setup({ watchIntervalMs: 10_000 });
   client.reply = () => ({
@@ -1206,6 +1551,41 @@ Deno.test("PresenceKit: intervals below their lower bounds are refused, naming t
   });
 });
 
+Deno.test("PresenceKit: jitter, backoffMaxMs and waits beyond a timer's range are refused, naming the option, rather than loop", () => {
+  for (
+    const [name, value] of [
+      // Number(undefined) from a config: every wait NaN, which a browser's
+      // setTimeout runs at once.
+      ["jitter", Number.NaN],
+      ["jitter", -0.1],
+      // Above 1 a wait can come out negative (at once).
+      ["jitter", 1.5],
+      ["jitter", Number.POSITIVE_INFINITY],
+      // 0: every backoff at once, a loop while the API is down.
+      ["backoffMaxMs", 0],
+      ["backoffMaxMs", 999], // below backoffBaseMs (1000)
+      ["backoffMaxMs", Number.NaN],
+      ["backoffMaxMs", Number.POSITIVE_INFINITY],
+      // A browser runs a timer beyond 2^31 - 1 ms at once.
+      ["intervalMs", 2 ** 31],
+      ["watchIntervalMs", 2 ** 31],
+      ["backoffBaseMs", 2 ** 31],
+      ["requestTimeoutMs", 2 ** 31],
+      ["backoffMaxMs", 2 ** 31],
+    ] as const
+  ) {
+    assert.throws(
+      () => setup({ [name]: value }),
+      (e: Error) => e instanceof RangeError && e.message.includes(name),
+      `${name}: ${value}`,
+    );
+  }
+  setup({ jitter: 0 });
+  setup({ jitter: 1 });
+  setup({ backoffBaseMs: 5_000, backoffMaxMs: 5_000 });
+  setup({ intervalMs: MAX_WAIT_MS, backoffMaxMs: MAX_WAIT_MS });
+});
+
 Deno.test("PresenceKit: publishableKey is accepted in place of anonKey and sent as apikey", async () => {
   const { clock, page, kit, fetches } = setup({
     anonKey: undefined,
@@ -1301,6 +1681,21 @@ Deno.test("PresenceKit tabs: a tab silent for longer than TAB_ALIVE_MS (crashed)
   assert.equal(offlineFetches(a.fetches), 1);
 });
 
+Deno.test("PresenceKit tabs: a tab that vanished counts TAB_ALIVE_MS at most also when the wall clock is set back (NTP, the user)", async () => {
+  const bus = new FakeBus();
+  const clock = new FakeClock();
+  clock.time = 3_600_000;
+  const a = tab(bus, clock);
+  a.kit.start();
+  await clock.advance(0);
+  bus.channel().post({ kind: "here", tab: "ghost", user: null });
+  // The wall clock goes back an hour; the other tab is not heard again.
+  clock.time = 0;
+  await clock.advance(TAB_ALIVE_MS + TAB_HEARTBEAT_MS);
+  a.page.close();
+  assert.equal(offlineFetches(a.fetches), 1);
+});
+
 Deno.test("PresenceKit tabs: another user's tab on the same browser does not keep this user online", async () => {
   const bus = new FakeBus();
   const clock = new FakeClock();
@@ -1310,6 +1705,41 @@ Deno.test("PresenceKit tabs: another user's tab on the same browser does not kee
   bus.channel().post({ kind: "here", tab: "other", user: "someone-else" });
   a.page.close();
   assert.equal(offlineFetches(a.fetches), 1);
+});
+
+Deno.test("PresenceKit tabs: two kits in one page (a sign-in submitted twice) are one tab: closing the page sends the offline (the real BroadcastChannel, which also delivers within a page)", async () => {
+  const clock = new FakeClock();
+  const url = `http://realm-${crypto.randomUUID()}.test/`;
+  const a = setup({ clock, url, tabs: undefined });
+  const b = setup({ clock, url, tabs: undefined });
+  a.kit.start();
+  b.kit.start();
+  await clock.advance(0);
+  a.page.close();
+  b.page.close();
+  assert.equal(offlineFetches(a.fetches) + offlineFetches(b.fetches), 2);
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
+Deno.test("PresenceKit tabs: kit.signOut() in one tab sends the offline once: the other tabs of the shared session, told SIGNED_OUT by supabase-js, send none (it would be refused 401 and reported)", async () => {
+  const { a, b, clock } = await twoTabs();
+  await a.kit.signOut();
+  assert.equal(a.client.pings("offline"), 1);
+  // supabase-js tells the other tab of the shared session.
+  b.client.emitAuth("SIGNED_OUT", null);
+  await clock.advance(0);
+  assert.equal(b.client.pings("offline"), 0);
+  assert.deepEqual(b.errors, []);
+  assert.equal(b.kit.state, "stopped");
+
+  // A SIGNED_OUT long after (a sign-out elsewhere): its offline is sent.
+  const { a: c, b: d } = await twoTabs(clock);
+  await c.kit.signOut();
+  await clock.advance(TAB_ALIVE_MS + 1);
+  d.client.emitAuth("SIGNED_OUT", null);
+  await clock.advance(0);
+  assert.equal(d.client.pings("offline"), 1);
 });
 
 Deno.test("PresenceKit tabs: a page started right after its tab's previous page went offline pings online again soon", async () => {

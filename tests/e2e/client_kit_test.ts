@@ -159,6 +159,53 @@ e2eTest(
 );
 
 e2eTest(
+  "client kit: a session ended on another device (supabase-js's default global sign-out) stops this device's kit and its watcher, and supabase-js drops the session",
+  async () => {
+    const ana = await member("ana");
+    // The laptop: the same user signed in on another device.
+    const laptop = createClient(stack.apiUrl, stack.anonKey, {
+      auth: { persistSession: false, autoRefreshToken: false },
+    });
+    const signIn = await laptop.auth.signInWithPassword({
+      email: ana.email,
+      password: ana.password,
+    });
+    assert.equal(signIn.error, null);
+    const kit = kitFor(laptop);
+    const errors: KitError[] = [];
+    kit.on("error", (e) => errors.push(e));
+    const online = next(kit, "ping");
+    kit.start();
+    await online;
+    let polls = 0;
+    kit.watch(() => polls++);
+    const stopped = next(kit, "state", (s) => s === "stopped");
+    const dropped = new Promise<void>((resolve) => {
+      const { data } = laptop.auth.onAuthStateChange((event) => {
+        if (event !== "SIGNED_OUT") return;
+        data.subscription.unsubscribe();
+        resolve();
+      });
+    });
+    // The phone signs out: every session of the user ends, the laptop's
+    // token is unexpired and still held.
+    const out = await ana.client.auth.signOut();
+    assert.equal(out.error, null);
+    await stopped;
+    const refused = errors.find((e) => e.status === 401);
+    assert.equal(refused?.code, "invalid_token");
+    assert.equal(refused?.retryInMs, undefined);
+    // supabase-js was asked, dropped the session Auth no longer knows and
+    // told the app.
+    await dropped;
+    assert.equal((await laptop.auth.getSession()).data.session, null);
+    assert.equal(kit.state, "stopped");
+    assert.ok(polls >= 1);
+    kit.dispose();
+  },
+);
+
+e2eTest(
   "client kit: 401 JWT expired refreshes the session and the retry succeeds",
   async () => {
     const ana = await member("ana");

@@ -145,6 +145,44 @@ e2eTest(
 );
 
 e2eTest(
+  "demo page: a sign-in submitted twice (a double click) makes one kit",
+  async () => {
+    const erin = await member("erin");
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${stack.apiUrl}${DEMO_PATH}`);
+      await page.fill('input[name="email"]', erin.email);
+      await page.fill('input[name="password"]', erin.password);
+      await page.evaluate(() => {
+        const form = (globalThis as unknown as {
+          document: { getElementById(id: string): { requestSubmit(): void } };
+        }).document.getElementById("sign-in");
+        form.requestSubmit();
+        form.requestSubmit();
+      });
+      await page.waitForFunction(
+        () =>
+          (globalThis as unknown as {
+            presenceDemo: { signInsHandled: number };
+          })
+            .presenceDemo.signInsHandled === 2,
+        undefined,
+        WAIT,
+      );
+      await page.waitForSelector("#me-state:text('online')", WAIT);
+      const kits = await page.evaluate(() =>
+        (globalThis as unknown as { presenceDemo: { kitsMade: number } })
+          .presenceDemo.kitsMade
+      );
+      assert.equal(kits, 1);
+    } finally {
+      await context.close();
+    }
+  },
+);
+
+e2eTest(
   "demo page: two tabs of one user are one presence: closing one leaves the user online, closing both sets offline",
   async () => {
     const dana = await member("dana");
