@@ -735,16 +735,23 @@ export class PresenceKit {
     // row must not say offline while it does.
     if (this.#othersOpen()) return;
     this.#notes?.set(_OFFLINE_NOTE, String(this.#clock.now()));
-    this.#fetch(`${this.#url}/functions/v1/presence-ping`, {
+    this.#sendOffline(this.#token, { keepalive: true }).catch(() => {});
+  }
+
+  // POST presence-ping {state: "offline"} by the kit's own fetch, with
+  // `token` and the project's key: the tab-close offline (`keepalive`) and
+  // the offline that must land (`signal`, see #post).
+  #sendOffline(token: string, init: RequestInit): Promise<Response> {
+    return this.#fetch(`${this.#url}/functions/v1/presence-ping`, {
+      ...init,
       method: "POST",
-      keepalive: true,
       headers: {
-        authorization: `Bearer ${this.#token}`,
+        authorization: `Bearer ${token}`,
         apikey: this.#anonKey,
         "content-type": "application/json",
       },
       body: JSON.stringify({ state: "offline" }),
-    }).catch(() => {});
+    });
   }
 
   // ---- tabs -------------------------------------------------------------
@@ -969,24 +976,12 @@ export class PresenceKit {
     return typeof exp === "number" && exp * 1000 - this.#clock.now() > ms;
   }
 
-  // POST presence-ping {state: "offline"} by the kit's own fetch.
+  // One try of the offline that must land, bounded by requestTimeoutMs.
   async #post(token: string): Promise<_Answer> {
     const abort = new AbortController();
     try {
       return await this.#deadline((async () => {
-        const res = await this.#fetch(
-          `${this.#url}/functions/v1/presence-ping`,
-          {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${token}`,
-              apikey: this.#anonKey,
-              "content-type": "application/json",
-            },
-            body: JSON.stringify({ state: "offline" }),
-            signal: abort.signal,
-          },
-        );
+        const res = await this.#sendOffline(token, { signal: abort.signal });
         return await _answerOf(res);
       })());
     } catch (error) {
