@@ -266,12 +266,7 @@ withDb(
     await once(server, "listening");
     const via = new URL(url);
     via.port = String((server.address() as net.AddressInfo).port);
-    let unhandled: unknown;
-    const onUnhandled = (e: PromiseRejectionEvent) => {
-      unhandled = e.reason;
-      e.preventDefault();
-    };
-    globalThis.addEventListener("unhandledrejection", onUnhandled);
+    const uncaught = holdUncaught();
     const pools = new Pools();
     try {
       const sql = pools.database({
@@ -285,10 +280,10 @@ withDb(
       );
       const [{ n }] = await sql<{ n: number }[]>`select ${2}::int as n`;
       await new Promise((r) => setTimeout(r, 100));
-      assert.equal(unhandled, undefined, String(unhandled));
+      assert.equal(uncaught.held, undefined, String(uncaught.held));
       assert.deepEqual([first, n], ["53300", 2]);
     } finally {
-      globalThis.removeEventListener("unhandledrejection", onUnhandled);
+      uncaught.stop();
       await pools.close();
       server.close();
     }
@@ -402,12 +397,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       async (url, raw) => {
         // postgres.js writes its ROLLBACK on the lost connection unless the
         // pool holds it back (porsager/postgres#1208).
-        let uncaught: unknown;
-        const onError = (e: ErrorEvent) => {
-          uncaught = e.error;
-          e.preventDefault();
-        };
-        globalThis.addEventListener("error", onError);
+        const uncaught = holdUncaught();
         const pools = new Pools();
         try {
           const sql = pools.database({
@@ -440,12 +430,12 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
               ),
             );
           }
-          assert.equal(uncaught, undefined, String(uncaught));
+          assert.equal(uncaught.held, undefined, String(uncaught.held));
           // The first two may meet the ended session's own error (57P01),
           // which postgres.js keeps for the next statement on that connection.
           assert.deepEqual(answers.slice(2), [1, 2, 1, 2, 1, 2]);
         } finally {
-          globalThis.removeEventListener("error", onError);
+          uncaught.stop();
           await pools.close();
         }
       },
@@ -471,6 +461,32 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       assert.equal(error.code, "57014");
     },
   );
+}
+
+// Holds what would end the test process instead (an error thrown where
+// nobody catches it, a rejection nobody handles), for the test to assert
+// on, until `stop()`.
+function holdUncaught(): { readonly held: unknown; stop(): void } {
+  let held: unknown;
+  const onError = (e: ErrorEvent) => {
+    held ??= e.error;
+    e.preventDefault();
+  };
+  const onRejection = (e: PromiseRejectionEvent) => {
+    held ??= e.reason;
+    e.preventDefault();
+  };
+  globalThis.addEventListener("error", onError);
+  globalThis.addEventListener("unhandledrejection", onRejection);
+  return {
+    get held() {
+      return held;
+    },
+    stop() {
+      globalThis.removeEventListener("error", onError);
+      globalThis.removeEventListener("unhandledrejection", onRejection);
+    },
+  };
 }
 
 // A test proxy's listener and every connection it opened.
