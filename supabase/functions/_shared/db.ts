@@ -365,8 +365,9 @@ export interface QueryBounds {
    * within its time and until its request is abandoned, and holds it
    * until postgres.js is done with it; and each statement is handed to
    * postgres.js so that its connection counts as full while it runs
-   * (postgres.js queues the next rather than write it behind). A transaction must not await a statement of the pool outside
-   * it: with every place held, that statement waits out its time.
+   * (postgres.js queues the next rather than write it behind). A
+   * transaction must not await a statement of the pool outside it: with
+   * every place held, that statement waits out its time.
    */
   readonly gate?: Gate;
 }

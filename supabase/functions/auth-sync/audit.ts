@@ -171,6 +171,7 @@ export async function auditRefusal(
   code: "admin_required" | "user_not_found",
 ): Promise<void> {
   const { action, targetId, fields } = _namedInBody(bodyText);
+  const named = pgArray(fields);
   try {
     await sql`
       with minute as (select date_trunc('minute', now()) as m),
@@ -186,9 +187,7 @@ export async function auditRefusal(
         select
           case when crowded then 'unknown' else ${action}::text end as action,
           case when crowded then null else ${targetId}::bigint end as target_id,
-          case when crowded then '{}'::text[] else ${
-      pgArray(fields)
-    }::text[] end
+          case when crowded then '{}'::text[] else ${named}::text[] end
             as fields
         from (select n >= ${REFUSAL_ROWS_PER_MINUTE} as crowded from others) o
       )
