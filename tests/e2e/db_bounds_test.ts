@@ -322,6 +322,39 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   );
 
   withDb(
+    "bounded: a cancel request that cannot be sent (here: the pool ended meanwhile) leaves nothing unhandled, and the statement is answered after the grace",
+    async (url, raw) => {
+      const uncaught = holdUncaught();
+      const pools = new Pools();
+      try {
+        const sql = pools.database(
+          { dbUrl: url, dbPoolMax: 1, dbStatementTimeoutMs: 300 },
+          new AbortController().signal,
+        );
+        const pending = sql`select pg_sleep(2)`.then(() => null, (e) => e);
+        for (let i = 0; i < 100; i++) {
+          const [{ n }] = await raw`
+            select count(*)::int as n from pg_stat_activity
+            where query like 'select pg_sleep(2)%' and state = 'active'`;
+          if (n > 0) break;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        // Its sockets refused from now on: the cancel at 300 ms cannot go.
+        const closing = pools.close();
+        const error = await pending;
+        assert.equal(error?.code, "57014");
+        assert.match(error.message, /not answered after its cancel/);
+        await closing;
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(uncaught.held, undefined, String(uncaught.held));
+      } finally {
+        uncaught.stop();
+        await pools.close();
+      }
+    },
+  );
+
+  withDb(
     "bounded: an aborted request signal cancels its running statement",
     async (_url, raw) => {
       const abort = new AbortController();

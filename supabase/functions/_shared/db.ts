@@ -652,7 +652,7 @@ function _bound(
         // while queued behind another on a connection (pipelined) loses
         // track of the answers that follow.
         if (q.active) {
-          q.cancel();
+          _sendCancel(q);
           // A cancel nobody acts on: answered here after the grace (a
           // statement inside a transaction is not, since its ROLLBACK
           // would queue behind it on the same connection).
@@ -671,7 +671,7 @@ function _bound(
         // handler's: this bounds a real timer's polling, no rule of the API.
         const until = Date.now() + 60_000;
         poll ??= setInterval(() => {
-          if (q.active) q.cancel();
+          if (q.active) _sendCancel(q);
           if (q.active || Date.now() > until) clearInterval(poll);
         }, 10);
       };
@@ -779,9 +779,24 @@ type _Query = postgres.PendingQuery<postgres.Row[]> & {
   args?: readonly unknown[];
   state?: unknown;
   options: { onexecute?: (connection: unknown) => boolean };
+  /** What `cancel()` calls: the pool's cancel, whose promise it drops. */
+  canceller?: ((query: unknown) => Promise<void>) | null;
 };
 
 const _nothingBehind = () => false;
+
+// Sends a statement's cancel request, once, as `q.cancel()` would. That
+// drops the promise of the request (3.4.9 query.js `cancel` returns null),
+// which postgres.js rejects when the request cannot be sent (the database
+// unreachable, the pool ended): left unhandled, that rejection would end
+// the isolate. Nothing here acts on the outcome: the statement is answered
+// by its end, or after the grace.
+function _sendCancel(q: _Query): void {
+  const send = q.canceller;
+  if (!send) return;
+  q.canceller = null;
+  send(q).catch(() => {});
+}
 
 // Whether postgres.js rejected a statement it had written (`state`) before
 // its connection was done with it, so that it calls the query once more at
