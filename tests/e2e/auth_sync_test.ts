@@ -252,6 +252,30 @@ function updateVia(apiUrl: string, body: Record<string, unknown>) {
   });
 }
 
+/**
+ * A served function's stderr, read as it comes: `listening` is the address
+ * of Deno.serve's "Listening on" line, `seen()` what it has logged so far
+ * (for a failure's message).
+ */
+function workerLog(stderr: ReadableStream<Uint8Array>) {
+  let seen = "";
+  let onListening!: (url: string) => void;
+  let notListening!: (e: Error) => void;
+  const listening = new Promise<string>((resolve, reject) => {
+    onListening = resolve;
+    notListening = reject;
+  });
+  (async () => {
+    for await (const chunk of stderr.pipeThrough(new TextDecoderStream())) {
+      seen += chunk;
+      const url = /Listening on (http:\/\/[^/\s]+)/.exec(seen)?.[1];
+      if (url) onListening(url);
+    }
+    notListening(new Error(`the worker never listened:\n${seen}`));
+  })();
+  return { listening, seen: () => seen };
+}
+
 /** A user whose row is linked and whose correo is its account's email. */
 function linkedUser(prefix: string): Promise<TestUser> {
   const email = uniqueEmail(prefix);
@@ -1862,12 +1886,6 @@ e2eTest(
     const u = await linkedUser("killed");
     const appName = `app-${u.rowId}`;
     const newEmail = uniqueEmail("after-kill");
-    const port = (() => {
-      const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const p = (l.addr as Deno.NetAddr).port;
-      l.close();
-      return p;
-    })();
     let worker: Deno.ChildProcess | null = null;
     // Auth applies the change; then the worker dies before it can answer.
     const proxy = authProxy(async (_req, forward) => {
@@ -1877,6 +1895,8 @@ e2eTest(
       return authServerError("worker killed");
     });
     try {
+      // Port 0: the worker takes a free port itself and names it in its
+      // "Listening on" line, so no other listener can take it in between.
       worker = new Deno.Command(Deno.execPath(), {
         args: [
           "run",
@@ -1885,7 +1905,7 @@ e2eTest(
           "supabase/functions/auth-sync/index.ts",
         ],
         env: {
-          DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
+          DENO_SERVE_ADDRESS: "tcp:127.0.0.1:0",
           SUPABASE_URL: proxy.url,
           SUPABASE_DB_URL: stack.dbUrl,
           SUPABASE_PUBLISHABLE_KEYS: JSON.stringify({
@@ -1894,28 +1914,29 @@ e2eTest(
           SUPABASE_SECRET_KEYS: JSON.stringify({ default: stack.secretKey }),
         },
         stdout: "null",
-        stderr: "null",
+        stderr: "piped",
       }).spawn();
-      const workerUrl = `http://127.0.0.1:${port}`;
-      // Ready once it accepts connections.
-      for (;;) {
-        try {
-          (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-          break;
-        } catch {
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      }
+      const log = workerLog(worker.stderr);
+      const workerUrl = await log.listening;
       await updateVia(workerUrl, {
         id: u.rowId,
         email: newEmail,
         nombre_usuario: `dead-${u.rowId}`,
       }).then(
-        () => assert.fail("the killed worker answered"),
+        (r) =>
+          assert.fail(
+            `the killed worker answered ${r.status} ${
+              JSON.stringify(r.body)
+            }; its log:\n${log.seen()}`,
+          ),
         () => {},
       );
       await worker.status;
     } finally {
+      // A failure before the kill leaves no worker behind.
+      try {
+        worker?.kill("SIGKILL");
+      } catch { /* already ended */ }
       await proxy.close();
     }
     // Apart, with no audit row, but the intent says what was under way.
