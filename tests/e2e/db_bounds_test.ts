@@ -355,6 +355,40 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
   );
 
   withDb(
+    "bounded: a cancel request whose connection is refused (the database unreachable when the statement runs out of time) leaves nothing unhandled, and the statement is answered after the grace",
+    async (url, raw) => {
+      const uncaught = holdUncaught();
+      const proxy = forwardingProxy(url, () => true);
+      const pools = new Pools();
+      try {
+        const sql = pools.database(
+          { dbUrl: proxy.url, dbPoolMax: 1, dbStatementTimeoutMs: 300 },
+          new AbortController().signal,
+        );
+        const pending = sql`select pg_sleep(2)`.then(() => null, (e) => e);
+        for (let i = 0; i < 100; i++) {
+          const [{ n }] = await raw`
+            select count(*)::int as n from pg_stat_activity
+            where query like 'select pg_sleep(2)%' and state = 'active'`;
+          if (n > 0) break;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        // New connections refused from now on; the running one is kept.
+        proxy.stopListening();
+        const error = await pending;
+        assert.equal(error?.code, "57014");
+        assert.match(error.message, /not answered after its cancel/);
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(uncaught.held, undefined, String(uncaught.held));
+      } finally {
+        uncaught.stop();
+        await pools.close();
+        proxy.close();
+      }
+    },
+  );
+
+  withDb(
     "bounded: an aborted request signal cancels its running statement",
     async (_url, raw) => {
       const abort = new AbortController();
@@ -524,8 +558,7 @@ function holdUncaught(): { readonly held: unknown; stop(): void } {
 
 // A test proxy's listener and every connection it opened.
 function closeProxy(listener: Deno.Listener, links: Deno.Conn[]): void {
-  listener.close();
-  for (const link of links) {
+  for (const link of [listener, ...links]) {
     try {
       link.close();
     } catch {
@@ -536,10 +569,11 @@ function closeProxy(listener: Deno.Listener, links: Deno.Conn[]): void {
 
 // A loopback proxy in front of `url`'s server: each connection it accepts
 // is forwarded once `admit` says so, or left to `admit` (closed, held).
+// `stopListening()` refuses new connections and keeps the open ones.
 function forwardingProxy(
   url: string,
   admit: (client: Deno.Conn) => Promise<boolean> | boolean,
-): { url: string; close(): void } {
+): { url: string; stopListening(): void; close(): void } {
   const target = new URL(url);
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const links: Deno.Conn[] = [];
@@ -557,7 +591,11 @@ function forwardingProxy(
   })().catch(() => {});
   const proxied = new URL(url);
   proxied.port = String((listener.addr as Deno.NetAddr).port);
-  return { url: proxied.href, close: () => closeProxy(listener, links) };
+  return {
+    url: proxied.href,
+    stopListening: () => closeProxy(listener, []),
+    close: () => closeProxy(listener, links),
+  };
 }
 
 Deno.test({
