@@ -27,12 +27,26 @@ const SIGNED_UP = listed("signedup");
 const CHANGED = listed("changed");
 const SET_BY_ADMIN = listed("adminset");
 const INVITED = listed("invited");
+const CLAIMED = listed("claimed");
+const BOSS = listed("boss");
+const STRANGER = listed("stranger");
+const RESENT = listed("resent");
 
 const stack: TestStack = await startTestStack({
   emailConfirmations: true,
   functionEnv: {
-    ADMIN_EMAILS: [UNLINKED, DROPPED, SIGNED_UP, CHANGED, SET_BY_ADMIN, INVITED]
-      .join(","),
+    ADMIN_EMAILS: [
+      UNLINKED,
+      DROPPED,
+      SIGNED_UP,
+      CHANGED,
+      SET_BY_ADMIN,
+      INVITED,
+      CLAIMED,
+      BOSS,
+      STRANGER,
+      RESENT,
+    ].join(","),
   },
 });
 
@@ -217,6 +231,194 @@ e2eTest(
       app_metadata: { admin_verified_email: INVITED },
     });
     assert.equal(await isAdministrator(token), true);
+  },
+);
+
+/** An administrator by ADMIN_EMAILS (stamped), with a row of its own. */
+const boss = await stack.createUser({
+  email: BOSS,
+  adminVerified: true,
+  row: { auth_user_id: true },
+});
+
+/** The account's email and whether it is confirmed, as Auth holds them. */
+async function accountOf(id: string) {
+  const [a] = await stack.sql`
+    select email, email_confirmed_at is not null as confirmed
+    from auth.users where id = ${id}::uuid`;
+  return { ...a };
+}
+
+/**
+ * A stranger's sign-up with a listed address whose mail nobody follows,
+ * and the row the app's own sign-up trigger would give it, linked by
+ * `auth_user_id` (the usual profile pattern).
+ */
+async function unconfirmedSignUp(email: string) {
+  const client = stack.anon();
+  const password = `Str4nger-${crypto.randomUUID()}`;
+  const { data, error } = await client.auth.signUp({ email, password });
+  assert.equal(error, null);
+  const id = data.user!.id;
+  const [row] = await stack.sql`
+    insert into public.usuarios (correo, auth_user_id)
+    values (${email}, ${id}::uuid) returning id`;
+  const signIn = async () =>
+    (await client.auth.signInWithPassword({ email, password })).error?.code ??
+      "signed in";
+  assert.equal(await signIn(), "email_not_confirmed");
+  return { id, rowId: Number(row.id), signIn };
+}
+
+e2eTest(
+  "listed addresses: an administrator by rol can neither move an account onto a listed address nor change a listed account's password (403 listed_account, nothing changed); a username change still goes, and an ADMIN_EMAILS administrator may do both",
+  async () => {
+    const climber = await stack.createUser({
+      confirmed: "by-mail",
+      row: { rol: "admin", auth_user_id: true },
+    });
+    assert.equal(await isAdministrator(climber.token), true);
+    const moved = await authSync(climber.token, {
+      action: "update",
+      id: climber.rowId,
+      email: CLAIMED,
+    });
+    assert.equal(moved.status, 403, JSON.stringify(moved.body));
+    assert.equal(moved.body.code, "listed_account");
+    assert.deepEqual(await accountOf(climber.id), {
+      email: climber.email,
+      confirmed: true,
+    });
+    const [row] = await stack.sql`
+      select correo from public.usuarios where id = ${climber.rowId!}`;
+    assert.equal(row.correo, null);
+
+    const password = `Taken-${crypto.randomUUID()}`;
+    const takeover = await authSync(climber.token, {
+      action: "update",
+      id: boss.rowId,
+      password,
+    });
+    assert.equal(takeover.status, 403, JSON.stringify(takeover.body));
+    assert.equal(takeover.body.code, "listed_account");
+    const signIn = await stack.anon().auth.signInWithPassword({
+      email: BOSS,
+      password,
+    });
+    assert.equal(signIn.error?.code, "invalid_credentials");
+    const audit = await stack.sql`
+      select target_id, fields, outcome, detail from public.auth_sync_audit
+      where actor_auth_user_id = ${climber.id}::uuid order by id`;
+    assert.deepEqual(audit.map((a) => ({ ...a })), [
+      {
+        target_id: String(climber.rowId),
+        fields: ["email"],
+        outcome: "failed",
+        detail: "listed_account",
+      },
+      {
+        target_id: String(boss.rowId),
+        fields: ["password"],
+        outcome: "failed",
+        detail: "listed_account",
+      },
+    ]);
+
+    const renamed = await authSync(climber.token, {
+      action: "update",
+      id: boss.rowId,
+      nombre_usuario: `boss-${boss.rowId}`,
+    });
+    assert.equal(renamed.status, 200, JSON.stringify(renamed.body));
+
+    // The operator's own administrator vouches for the address.
+    const vouched = await authSync(boss.token, {
+      action: "update",
+      id: climber.rowId,
+      email: CLAIMED,
+    });
+    assert.equal(vouched.status, 200, JSON.stringify(vouched.body));
+    assert.deepEqual(await accountOf(climber.id), {
+      email: CLAIMED,
+      confirmed: true,
+    });
+  },
+);
+
+e2eTest(
+  "unconfirmed accounts: an update that re-sends a linked account's own email (an admin form sent as it is) changes nothing at Auth: a stranger's unfollowed sign-up at a listed address stays unconfirmed and cannot sign in",
+  async () => {
+    const stranger = await unconfirmedSignUp(RESENT);
+    const res = await authSync(boss.token, {
+      action: "update",
+      id: stranger.rowId,
+      email: RESENT,
+      nombre_usuario: `resent-${stranger.rowId}`,
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(await accountOf(stranger.id), {
+      email: RESENT,
+      confirmed: false,
+    });
+    assert.equal(await stranger.signIn(), "email_not_confirmed");
+    assert.deepEqual(
+      (await stack.sql`
+        select count(*)::int as n from public.auth_sync_intents
+        where target_id = ${stranger.rowId}`)[0].n,
+      0,
+    );
+  },
+);
+
+e2eTest(
+  "unconfirmed accounts: an email change of a linked unconfirmed account leaves it unconfirmed, and so does its undo after the row write fails",
+  async () => {
+    const stranger = await unconfirmedSignUp(STRANGER);
+    const elsewhere = listed("elsewhere");
+    const changed = await authSync(boss.token, {
+      action: "update",
+      id: stranger.rowId,
+      email: elsewhere,
+    });
+    assert.equal(changed.status, 200, JSON.stringify(changed.body));
+    assert.deepEqual(await accountOf(stranger.id), {
+      email: elsewhere,
+      confirmed: false,
+    });
+    // Back to the listed address, where the row write fails once Auth
+    // holds it (the app's trigger): auth-sync puts the account back.
+    await stack.sql.unsafe(`
+      create function public.refuse_after_auth() returns trigger
+      language plpgsql as $$
+      begin
+        if new.correo = '${STRANGER}' and exists (
+          select 1 from auth.users a where lower(a.email) = new.correo
+        ) then raise exception 'refused after Auth changed'; end if;
+        return new;
+      end $$;
+      create trigger refuse_after_auth before update on public.usuarios
+      for each row execute function public.refuse_after_auth();`);
+    try {
+      const back = await authSync(boss.token, {
+        action: "update",
+        id: stranger.rowId,
+        email: STRANGER,
+      });
+      assert.equal(back.status, 500, JSON.stringify(back.body));
+      assert.equal(back.body.code, "sync_failed");
+    } finally {
+      await stack.sql.unsafe(`
+        drop trigger refuse_after_auth on public.usuarios;
+        drop function public.refuse_after_auth();`);
+    }
+    assert.deepEqual(await accountOf(stranger.id), {
+      email: elsewhere,
+      confirmed: false,
+    });
+    const intents = await stack.sql`
+      select outcome from public.auth_sync_intents
+      where target_id = ${stranger.rowId} order by created_at`;
+    assert.deepEqual(intents.map((i) => i.outcome), ["applied", "undone"]);
   },
 );
 

@@ -124,7 +124,19 @@ export async function rightsWritableBy(
 }
 
 /**
- * Whether the identity is an administrator, proven one of two ways:
+ * Where an administrator's rights come from: `listed`, the operator's own
+ * list (`ADMIN_EMAILS`, with the address proven), or `rol`, a row that
+ * other administrators can write. Only a `listed` administrator (or the
+ * project's secret key) speaks for the operator: auth-sync lets no `rol`
+ * administrator set a listed address on an account or change a listed
+ * account's email or password, which would hand it rights that outlive its
+ * `rol` (docs/security.md "Administrator rights").
+ */
+export type AdminGround = "listed" | "rol";
+
+/**
+ * Whether the identity is an administrator, and by which right
+ * ({@linkcode AdminGround}; `null`: none), proven one of two ways:
  *
  * - its row is linked to it by `auth_user_id` and has an administrator
  *   `rol`, on a table whose `rol`, `auth_user_id` and `correo` no Data API
@@ -143,9 +155,45 @@ export async function rightsWritableBy(
  *   is no proof: a stranger's first sign-up with a listed address while
  *   confirmations are off is confirmed at once, and stays so after.
  *
- * When `policy.rolWritableBy` fails (the database did not answer), an
- * identity that `ADMIN_EMAILS` proves is still an administrator; for any
- * other the failure is thrown, to be answered as one, never as a 403.
+ * An identity both prove is `listed`. When one proof cannot be checked (the
+ * database or Auth's settings did not answer), the other still counts: a
+ * `rol` administrator is then `rol`; when the one that could not be
+ * checked was the only one left, the failure is thrown, to be answered as
+ * one, never as a 403.
+ *
+ * @example
+ * ```ts
+ * await adminGround(identity, { id: 1, rol: "admin", level: "auth_user_id" }, policy); // "rol"
+ * ```
+ */
+export async function adminGround(
+  identity: Identity,
+  row: MatchedRow | null,
+  policy: AdminPolicy,
+): Promise<AdminGround | null> {
+  let byRol = false;
+  let unknown: { error: unknown } | null = null;
+  if (row !== null && row.level === "auth_user_id" && isAdminRole(row.rol)) {
+    try {
+      byRol = (await policy.rolWritableBy()).length === 0;
+    } catch (error) {
+      unknown = { error };
+    }
+  }
+  if (isListedAdminEmail(identity.email, policy.adminEmails)) {
+    try {
+      if (await ownsAddress(identity, policy.autoconfirm)) return "listed";
+    } catch (error) {
+      if (!byRol) throw error;
+    }
+  }
+  if (byRol) return "rol";
+  if (unknown) throw unknown.error;
+  return null;
+}
+
+/**
+ * Whether the identity is an administrator ({@linkcode adminGround}).
  *
  * @example
  * ```ts
@@ -157,22 +205,7 @@ export async function isAdmin(
   row: MatchedRow | null,
   policy: AdminPolicy,
 ): Promise<boolean> {
-  // A failed look-up of who may write rol refuses no one ADMIN_EMAILS
-  // makes an administrator; for anyone else it is the answer.
-  let unknown: { error: unknown } | null = null;
-  if (row !== null && row.level === "auth_user_id" && isAdminRole(row.rol)) {
-    try {
-      if ((await policy.rolWritableBy()).length === 0) return true;
-    } catch (error) {
-      unknown = { error };
-    }
-  }
-  if (
-    isListedAdminEmail(identity.email, policy.adminEmails) &&
-    await ownsAddress(identity, policy.autoconfirm)
-  ) return true;
-  if (unknown) throw unknown.error;
-  return false;
+  return (await adminGround(identity, row, policy)) !== null;
 }
 
 /**
@@ -193,16 +226,17 @@ export function isListedAdminEmail(
 }
 
 /**
- * Throws unless the identity is an administrator ({@linkcode isAdmin}): no
- * row gives 404 `user_not_found`, a row without rights 403
- * `admin_required`.
+ * The identity's {@linkcode AdminGround}; throws unless it is an
+ * administrator: no row gives 404 `user_not_found`, a row without rights
+ * 403 `admin_required`.
  */
 export async function requireAdmin(
   identity: Identity,
   row: MatchedRow | null,
   policy: AdminPolicy,
-): Promise<void> {
-  if (await isAdmin(identity, row, policy)) return;
+): Promise<AdminGround> {
+  const ground = await adminGround(identity, row, policy);
+  if (ground) return ground;
   if (!row) throw new HttpError("user_not_found");
   throw new HttpError("admin_required");
 }

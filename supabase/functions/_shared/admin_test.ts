@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  adminGround,
   type AdminPolicy,
   isAdmin,
   isAdminRole,
@@ -49,7 +50,7 @@ function policy(
   return p;
 }
 const none = () => policy([]);
-async function code(fn: () => Promise<void>): Promise<string> {
+async function code(fn: () => Promise<unknown>): Promise<string> {
   try {
     await fn();
     return "ok";
@@ -220,4 +221,33 @@ Deno.test("isAdmin: when who may write rol cannot be looked up, ADMIN_EMAILS sti
     await isAdmin(claimed, row("usuario", "auth_user_id"), failing),
     false,
   );
+});
+
+Deno.test("adminGround: listed where ADMIN_EMAILS proves the caller, whatever rol says; rol where only rol does; null for neither", async () => {
+  const adminRow = row("admin", "auth_user_id");
+  const p = policy(["ana@x.io"], false);
+  assert.equal(await adminGround(ana, adminRow, p), "listed");
+  assert.equal(await adminGround(ana, null, p), "listed");
+  assert.equal(await adminGround(mailed, adminRow, p), "listed");
+  assert.equal(await adminGround(claimed, adminRow, p), "rol");
+  assert.equal(await adminGround(claimed, adminRow, none()), "rol");
+  assert.equal(
+    await adminGround(claimed, row("usuario", "auth_user_id"), p),
+    null,
+  );
+  assert.equal(await requireAdmin(ana, adminRow, p), "listed");
+  assert.equal(await requireAdmin(claimed, adminRow, p), "rol");
+});
+
+Deno.test("adminGround: a listed rol administrator whose ADMIN_EMAILS proof cannot be checked (Auth's settings down) is rol, not refused and not listed; without the rol, the failure", async () => {
+  const down = new Error("settings unreachable");
+  const failing = {
+    ...policy(["ana@x.io"]),
+    autoconfirm: () => Promise.reject(down),
+  };
+  assert.equal(
+    await adminGround(mailed, row("admin", "auth_user_id"), failing),
+    "rol",
+  );
+  await assert.rejects(() => adminGround(mailed, null, failing), down);
 });

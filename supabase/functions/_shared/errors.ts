@@ -24,6 +24,11 @@ export const ERRORS = {
     status: 403,
     message: "Acceso denegado (se requiere administrador)",
   },
+  listed_account: {
+    status: 403,
+    message:
+      "Acceso denegado (solo un administrador de ADMIN_EMAILS cambia esa cuenta)",
+  },
   user_not_found: {
     status: 404,
     message: "No se encontró el usuario en la tabla usuarios",

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { AdminGround } from "../_shared/admin.ts";
 import type { Identity } from "../_shared/auth.ts";
 import type postgres from "postgres";
 import {
@@ -22,11 +23,12 @@ export type Outcome = "ok" | "failed" | "partial_failure";
 export type Field = "email" | "password" | "nombre_usuario" | "auth_user_id";
 
 /**
- * Who made a call: an administrator (`user`), or a trusted server that
- * presented the project's secret key (`secret_key`) or legacy service role
- * key (`service_role_key`), which has no identity id or email.
+ * Who made a call, as audit rows and intents record it: an administrator
+ * (`user`), or a trusted server that presented the project's secret key
+ * (`secret_key`) or legacy service role key (`service_role_key`), which has
+ * no identity id or email.
  */
-export interface Actor {
+export interface AuditActor {
   readonly kind: "user" | "secret_key" | "service_role_key";
   /** Identity id; `null` for a server. */
   readonly id: string | null;
@@ -34,22 +36,37 @@ export interface Actor {
   readonly email: string | null;
 }
 
+/** Who makes a call, and with which rights. */
+export interface Actor extends AuditActor {
+  /**
+   * Whether the caller speaks for the operator: a server, or an
+   * administrator by `ADMIN_EMAILS` (`_shared/admin.ts` `AdminGround`).
+   */
+  readonly operator: boolean;
+}
+
 /**
- * The actor of a call by an authenticated identity.
+ * The actor of a call by an authenticated administrator, whose rights come
+ * from `ground`.
  *
  * @example
  * ```ts
- * userActor({ id, email: "ana@example.com", emailConfirmed: true }).kind; // "user"
+ * userActor({ id, email: "ana@example.com", emailConfirmed: true }, "rol").operator; // false
  * ```
  */
-export function userActor(identity: Identity): Actor {
-  return { kind: "user", id: identity.id, email: identity.email };
+export function userActor(identity: Identity, ground: AdminGround): Actor {
+  return {
+    kind: "user",
+    id: identity.id,
+    email: identity.email,
+    operator: ground === "listed",
+  };
 }
 
 /** One audit row. */
 export interface AuditEntry {
   /** Who called. */
-  readonly actor: Actor;
+  readonly actor: AuditActor;
   /** What was done or tried; `unknown` for a refused call whose body names no action. */
   readonly action: "update" | "sync" | "unknown";
   /** `usuarios.id`; `null` when the failure concerns no one row. */

@@ -29,7 +29,12 @@ import {
 import { AuditedError, type Field } from "./audit.ts";
 import { type IntentOutcome, settleIntent } from "./intent.ts";
 import { type Lease, renewLease } from "./lease.ts";
-import { answerLost, type LostAnswer, type ProviderField } from "./provider.ts";
+import {
+  answerLost,
+  emailAttributes,
+  type LostAnswer,
+  type ProviderField,
+} from "./provider.ts";
 
 /** The change a call made (or tried to make) at Auth. */
 export type ProviderChange =
@@ -213,14 +218,16 @@ async function _settle(scope: Scope, undone: _Undone): Promise<void> {
 async function _restoreEmail(scope: Scope, account: Account): Promise<boolean> {
   const previous = account.email;
   if (previous === null || !(await _leaseLeft(scope))) return false;
-  const { error } = await scope.admin.updateUserById(account.id, {
-    email: previous,
-    ...(account.emailConfirmed ? { email_confirm: true } : {}),
-    // The address auth-sync had recorded before (null removes the key).
-    app_metadata: {
-      [SET_BY_AUTH_SYNC]: account.appMetadata[SET_BY_AUTH_SYNC] ?? null,
-    },
-  });
+  // The address auth-sync had recorded before (null removes the key).
+  const recorded = account.appMetadata[SET_BY_AUTH_SYNC];
+  const { error } = await scope.admin.updateUserById(
+    account.id,
+    emailAttributes(
+      account,
+      previous,
+      typeof recorded === "string" ? recorded : null,
+    ),
+  );
   if (!error) return true;
   _log("Email not set back", error);
   if (!answerLost(error)) return false;

@@ -12,7 +12,11 @@
  * @module
  */
 import { bearerToken, type Identity, serverCaller } from "../_shared/auth.ts";
-import { adminPolicy, requireAdmin } from "../_shared/admin.ts";
+import {
+  type AdminGround,
+  adminPolicy,
+  requireAdmin,
+} from "../_shared/admin.ts";
 import type { Sql } from "../_shared/db.ts";
 import type { FunctionDeps } from "../_shared/deps.ts";
 import type { EnvSource } from "../_shared/env.ts";
@@ -60,7 +64,12 @@ export async function authSync(
       (key) => deps.keyRefusal(key, ctx.env),
     );
     if (server) {
-      const actor: Actor = { kind: server.via, id: null, email: null };
+      const actor: Actor = {
+        kind: server.via,
+        id: null,
+        email: null,
+        operator: true,
+      };
       return await _serve(req, ctx, sql, deps, actor);
     }
     identity = await deps.authenticate(bearerToken(req), ctx.env);
@@ -69,8 +78,13 @@ export async function authSync(
     throw error;
   }
   const row = await findUsuario(sql, identity, matchRules(ctx.env));
+  let ground: AdminGround;
   try {
-    await requireAdmin(identity, row, adminPolicy(ctx.env, deps, sql));
+    ground = await requireAdmin(
+      identity,
+      row,
+      adminPolicy(ctx.env, deps, sql),
+    );
   } catch (error) {
     _logRefused(error, identity);
     const code = error instanceof HttpError ? error.code : null;
@@ -87,7 +101,7 @@ export async function authSync(
     }
     throw error;
   }
-  return await _serve(req, ctx, sql, deps, userActor(identity));
+  return await _serve(req, ctx, sql, deps, userActor(identity, ground));
 }
 
 // The body, read only once the caller has the right to be answered.

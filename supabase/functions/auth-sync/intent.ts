@@ -15,7 +15,7 @@ import type postgres from "postgres";
 import { isTransient, pgArray, type Sql } from "../_shared/db.ts";
 import { errorText, logEvent } from "../_shared/log.ts";
 import { findAccounts, findCreatedAccount } from "./accounts.ts";
-import { type Actor, type Field, writeAudit } from "./audit.ts";
+import { type AuditActor, type Field, writeAudit } from "./audit.ts";
 import type { Lease } from "./lease.ts";
 import type { ProviderField } from "./provider.ts";
 
@@ -59,7 +59,7 @@ export interface Intent {
    * empty column); `null` on an intent written before they were recorded.
    */
   readonly rowBefore: RowBefore | null;
-  readonly actor: Actor;
+  readonly actor: AuditActor;
 }
 
 /** A row's values of some {@linkcode RowSet} columns. */
@@ -215,7 +215,7 @@ interface _IntentRow {
   new_email: string | null;
   row_set: RowSet;
   row_before: RowBefore | null;
-  actor_kind: Actor["kind"];
+  actor_kind: AuditActor["kind"];
   actor_auth_user_id: string | null;
   actor_email: string | null;
 }

@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { AuthError } from "@supabase/supabase-js";
+import type { AdminUserAttributes, AuthError } from "@supabase/supabase-js";
 import {
   isProviderDown,
   providerUnavailable,
@@ -24,12 +24,41 @@ import {
 } from "../_shared/auth.ts";
 import type { AuthAdmin, FunctionDeps } from "../_shared/deps.ts";
 import type { FunctionEnv } from "../_shared/env.ts";
+import { SET_BY_AUTH_SYNC } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { redact } from "../_shared/log.ts";
+import type { Account } from "./accounts.ts";
 import { AuditedError, type AuditNote } from "./audit.ts";
 
 /** An account field that lives at the provider. */
 export type ProviderField = "email" | "password";
+
+/**
+ * The admin API attributes that set `email` on `account`, and record it as
+ * set by auth-sync (`recorded`: the address {@linkcode SET_BY_AUTH_SYNC}
+ * names afterwards; `null` removes the key). The email is confirmed only
+ * on an account whose email already was: Auth's admin API can confirm but
+ * never unconfirm, and confirming an account that never proved an address
+ * would let whoever signed up with it sign in, with what looks like mail
+ * proof of it (`email_confirmed_at` after the unfollowed mail's
+ * `confirmation_sent_at`: docs/security.md, "Administrator rights").
+ *
+ * @example
+ * ```ts
+ * await admin.updateUserById(account.id, emailAttributes(account, "new@x.io", "new@x.io"));
+ * ```
+ */
+export function emailAttributes(
+  account: Pick<Account, "emailConfirmed">,
+  email: string,
+  recorded: string | null,
+): AdminUserAttributes {
+  return {
+    email,
+    ...(account.emailConfirmed ? { email_confirm: true } : {}),
+    app_metadata: { [SET_BY_AUTH_SYNC]: recorded },
+  };
+}
 
 /**
  * What an auth-sync call asks of Supabase Auth, and the clock it keeps
@@ -46,6 +75,11 @@ export interface CallDeps {
   readonly autoconfirm: () => Promise<boolean>;
   /** The clock, ms since the epoch (the lease's wait). */
   readonly now: () => number;
+  /**
+   * `ADMIN_EMAILS`, lower-cased: addresses only a caller that speaks for
+   * the operator may set, or change the account of (`update`).
+   */
+  readonly adminEmails: ReadonlySet<string>;
 }
 
 /**
@@ -65,6 +99,7 @@ export function callDeps(env: FunctionEnv, deps: FunctionDeps): CallDeps {
     admin: deps.authAdmin(env),
     autoconfirm: () => deps.autoconfirms(env),
     now: deps.now,
+    adminEmails: env.adminEmails,
   };
 }
 

@@ -40,6 +40,7 @@
  */
 import { type AuthError, isAuthWeakPasswordError } from "@supabase/supabase-js";
 import postgres from "postgres";
+import { isListedAdminEmail } from "../_shared/admin.ts";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { asDbTimeout, publicDbError, type Sql } from "../_shared/db.ts";
@@ -82,7 +83,12 @@ import {
   renewLease,
   withLease,
 } from "./lease.ts";
-import { answerLost, type CallDeps, lostAnswerError } from "./provider.ts";
+import {
+  answerLost,
+  type CallDeps,
+  emailAttributes,
+  lostAnswerError,
+} from "./provider.ts";
 import { type UpdateRequest, validationFailed } from "./schema.ts";
 
 /** A `usuarios` row as the update answer shows it. */
@@ -183,6 +189,7 @@ async function _update(
     }
   }
   const plan = await _providerPlan(sql, row, account, input);
+  _refuseListed(actor, call.adminEmails, plan);
   const changed = _requested(input);
   const relink = columns.authUserId &&
     (plan?.kind === "create" || (link && account !== null));
@@ -411,6 +418,26 @@ async function _rowAccount(
   return { account: byCorreo, link: columns.authUserId };
 }
 
+// Listed addresses are the operator's (`_shared/admin.ts` AdminGround): an
+// administrator by rol alone may not put one on an account (an email
+// change carries the account's mail proof over to it; a created account is
+// confirmed) nor change the email or password of an account that holds
+// one. Either would hand it ADMIN_EMAILS rights that outlive its rol, and
+// lock the address's owner out. A username change stays allowed.
+function _refuseListed(
+  actor: Actor,
+  adminEmails: ReadonlySet<string>,
+  plan: _Plan | null,
+): void {
+  if (actor.operator || plan === null) return;
+  const touched = plan.kind === "create"
+    ? [plan.email]
+    : [plan.email, plan.account.email];
+  if (touched.some((email) => isListedAdminEmail(email, adminEmails))) {
+    throw new HttpError("listed_account");
+  }
+}
+
 /** What the call is to do at Auth, once every check has passed. */
 type _Plan =
   | {
@@ -431,10 +458,16 @@ async function _providerPlan(
   const { email, password } = input;
   if (email === undefined && password === undefined) return null;
   if (account) {
+    // The account's own email again (an admin form sent as it is) is no
+    // change to make at Auth.
+    const newEmail = email !== undefined && email !== account.email
+      ? email
+      : null;
+    if (newEmail === null && password === undefined) return null;
     return {
       kind: "update",
       account,
-      email: email ?? null,
+      email: newEmail,
       password: password ?? null,
     };
   }
@@ -519,13 +552,7 @@ async function _applyProvider(
       password: password !== null,
     };
     const { error } = await admin.updateUserById(plan.account.id, {
-      ...(email !== null
-        ? {
-          email,
-          email_confirm: true,
-          app_metadata: { [SET_BY_AUTH_SYNC]: email },
-        }
-        : {}),
+      ...(email !== null ? emailAttributes(plan.account, email, email) : {}),
       ...(password !== null ? { password } : {}),
     });
     if (error) throw await _failure(scope, change, error);
