@@ -2254,6 +2254,62 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "auth-sync: without the auth_user_id column, a row whose correo another row repeats (a legacy duplicate, in another case) gets 409 shared_account for an email or password change, which would move the other row's account too; its username still changes",
+  async () => {
+    await stack
+      .sql`alter table public.usuarios drop column if exists auth_user_id`;
+    // The adopted shape of a table with duplicates: no unique index.
+    await stack.sql`drop index if exists public.usuarios_correo_lower_key`;
+    const email = uniqueEmail("legacy-dup");
+    const ana = await stack.createUser({
+      email,
+      adminVerified: true,
+      row: { correo: email },
+    });
+    const [dup] = await stack.sql`
+      insert into public.usuarios (correo) values (${email.toUpperCase()})
+      returning id`;
+    const password = pw("dup");
+    for (
+      const body of [{ email: uniqueEmail("legacy-dup-moved") }, { password }]
+    ) {
+      const res = await authSync(boss, {
+        action: "update",
+        id: Number(dup.id),
+        ...body,
+      });
+      assert.equal(res.status, 409, JSON.stringify(res.body));
+      assert.equal(res.body.code, "shared_account");
+    }
+    assert.equal(await providerEmail(ana.id), email);
+    assert.equal(await canSignIn(email, password), false);
+    const renamed = await authSync(boss, {
+      action: "update",
+      id: Number(dup.id),
+      nombre_usuario: `dup-${dup.id}`,
+    });
+    assert.equal(renamed.status, 200, JSON.stringify(renamed.body));
+    // Nor does the other row decide for both.
+    const other = await authSync(boss, {
+      action: "update",
+      id: ana.rowId,
+      password,
+    });
+    assert.equal(other.status, 409, JSON.stringify(other.body));
+    assert.equal(other.body.code, "shared_account");
+    // Once the duplicate is gone, the account is the row's alone again.
+    await stack.sql`delete from public.usuarios where id = ${dup.id}`;
+    const alone = await authSync(boss, {
+      action: "update",
+      id: ana.rowId,
+      password,
+    });
+    assert.equal(alone.status, 200, JSON.stringify(alone.body));
+    assert.equal(await canSignIn(email, password), true);
+  },
+);
+
 e2eTest("auth-sync: audit rows hold no password", async () => {
   const rows = await stack.sql`
     select row_to_json(a)::text as text from public.auth_sync_audit a`;

@@ -92,6 +92,10 @@ export const ERRORS = {
     message:
       "La cuenta con ese correo no ha demostrado ser dueña de la dirección",
   },
+  shared_account: {
+    status: 409,
+    message: "Otra fila tiene el mismo correo: la cuenta es de las dos",
+  },
   target_busy: {
     status: 409,
     message: "El usuario indicado se está modificando en otra solicitud",

@@ -409,13 +409,31 @@ async function _rowAccount(
       return { account: null, link: false };
     }
   }
+  const atAuth = input.email !== undefined || input.password !== undefined;
   if (!(await linkableAddress(byCorreo, call.autoconfirm))) {
-    if (input.email === undefined && input.password === undefined) {
-      return { account: null, link: false };
-    }
+    if (!atAuth) return { account: null, link: false };
     throw new HttpError("identity_unverified");
   }
+  // Another row with the same correo (a legacy duplicate, in any case)
+  // stands for the same account: changing its email or password for this
+  // row would move the other row's owner too, with no trace on that row.
+  if (atAuth && await _correoShared(sql, row.id, email!)) {
+    throw new HttpError("shared_account");
+  }
   return { account: byCorreo, link: columns.authUserId };
+}
+
+async function _correoShared(
+  sql: Sql,
+  id: number,
+  email: string,
+): Promise<boolean> {
+  const [{ shared }] = await sql<{ shared: boolean }[]>`
+    select exists (
+      select 1 from public.usuarios u
+      where lower(u.correo) = ${email} and u.id <> ${id}
+    ) as shared`;
+  return shared;
 }
 
 // Listed addresses are the operator's (`_shared/admin.ts` AdminGround): an
