@@ -2121,6 +2121,40 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "auth-sync: a row with no account whose correo Auth would refuse as it stands (legacy spaces around it) gets 400 naming email, not Auth's refusal as a 502; with an email sent, the account is made",
+  async () => {
+    const email = uniqueEmail("padded");
+    const [padded] = await stack.sql`
+      insert into public.usuarios (correo) values (${`  ${email} `})
+      returning id`;
+    const id = Number(padded.id);
+    const refused = await authSync(boss, {
+      action: "update",
+      id,
+      password: pw("padded"),
+    });
+    assert.equal(refused.status, 400, JSON.stringify(refused.body));
+    assert.equal(refused.body.code, "validation_failed");
+    assert.deepEqual(
+      refused.body.issues.map((i: { path: unknown[] }) => i.path),
+      [["email"]],
+    );
+    const [{ n }] = await stack.sql`
+      select count(*)::int as n from auth.users where lower(email) = ${email}`;
+    assert.equal(n, 0);
+    const made = await authSync(boss, {
+      action: "update",
+      id,
+      email,
+      password: pw("padded"),
+    });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    assert.equal(made.body.identity_created, true);
+    assert.equal((await row(id)).correo, email);
+  },
+);
+
 // ------------------------------------------------------------------ legacy
 
 e2eTest(

@@ -25,10 +25,21 @@ const _RowId = z.int().positive();
 const _NUL_MESSAGE = "Must not contain the NUL character (U+0000)";
 const _noNul = (value: string) => !value.includes("\u0000");
 
+// The format Supabase Auth accepts (its `validateEmail`, checkmail's
+// ValidateFormat pattern): stricter than zod's on domain labels (at most 63
+// characters, no hyphen at either end). An address Auth would refuse is the
+// request's fault, answered 400 here, not a 502 from Auth.
+const _AUTH_EMAIL_FORMAT =
+  /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
+
 // Supabase Auth stores emails trimmed and lower-cased; usuarios.correo keeps
 // the same spelling so the two compare equal.
 const _Email = z.string().refine(_noNul, { message: _NUL_MESSAGE }).trim()
-  .toLowerCase().pipe(z.email().max(255));
+  .toLowerCase().pipe(
+    z.email({ abort: true }).max(255).regex(_AUTH_EMAIL_FORMAT, {
+      message: "Invalid email address: not a format Supabase Auth accepts",
+    }),
+  );
 
 // Strength (length, character classes) is Supabase Auth's to judge, so that
 // its configured policy applies; only what it can never accept is refused.
@@ -88,6 +99,23 @@ export type SyncRequest = z.infer<typeof _Sync>;
 export type ReconcileRequest = z.infer<typeof _Reconcile>;
 
 export { type Issue, validationFailed } from "../_shared/validation.ts";
+
+/**
+ * Whether `value` is, exactly as it is, an address a request may carry: one
+ * Supabase Auth accepts, already trimmed and lower-cased. A row's `correo`
+ * that is not (spaces around it, a format Auth refuses) cannot name a new
+ * account as it stands.
+ *
+ * @example
+ * ```ts
+ * isRequestEmail("ana@example.com"); // true
+ * isRequestEmail(" ana@example.com "); // false
+ * ```
+ */
+export function isRequestEmail(value: string): boolean {
+  const parsed = _Email.safeParse(value);
+  return parsed.success && parsed.data === value;
+}
 
 /**
  * Parses a JSON body, or throws 400 `validation_failed` with `issues`.

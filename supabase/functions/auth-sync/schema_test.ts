@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../_shared/errors.ts";
-import { parseRequest } from "./schema.ts";
+import { isRequestEmail, parseRequest } from "./schema.ts";
 
 function issuesOf(body: unknown) {
   try {
@@ -159,4 +159,34 @@ Deno.test("parseRequest: a NUL character in nombre_usuario, email or password is
       .action,
     "update",
   );
+});
+
+Deno.test("parseRequest: an email Supabase Auth would refuse (a domain label over 63 characters, a hyphen at a label's end) is a 400 here, not Auth's refusal; what Auth accepts passes", () => {
+  for (
+    const email of [
+      "x@a-.com",
+      "x@-a.com",
+      `x@${"a".repeat(64)}.com`,
+    ]
+  ) {
+    const issues = issuesOf({ action: "update", id: 1, email });
+    assert.deepEqual(issues.map((i) => i.path), [["email"]], email);
+  }
+  for (
+    const email of [
+      `x@${"a".repeat(63)}.com`,
+      "first.last+tag@sub-domain.example.co",
+      "o'brien@example.com",
+    ]
+  ) {
+    const body = parseRequest({ action: "update", id: 1, email });
+    assert.equal(body.action === "update" && body.email, email);
+  }
+});
+
+Deno.test("isRequestEmail: an address exactly as a request would carry it, never one with spaces, capitals or a format Auth refuses", () => {
+  assert.equal(isRequestEmail("ana@example.com"), true);
+  for (const value of [" ana@example.com", "Ana@example.com", "x@a-.com", ""]) {
+    assert.equal(isRequestEmail(value), false, value);
+  }
 });

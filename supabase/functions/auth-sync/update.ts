@@ -89,7 +89,11 @@ import {
   emailAttributes,
   lostAnswerError,
 } from "./provider.ts";
-import { type UpdateRequest, validationFailed } from "./schema.ts";
+import {
+  isRequestEmail,
+  type UpdateRequest,
+  validationFailed,
+} from "./schema.ts";
 
 /** A `usuarios` row as the update answer shows it. */
 export interface UserView {
@@ -490,6 +494,14 @@ async function _providerPlan(
     };
   }
   const newEmail = email ?? normalizeEmail(row.correo);
+  if (newEmail !== null && !isRequestEmail(newEmail)) {
+    // Only the row's correo can be one: Auth would refuse it (a 502).
+    throw validationFailed([{
+      path: ["email"],
+      message:
+        "Required: the row has no provider account, and its correo is not an address Supabase Auth accepts as it stands (spaces around it, or its format) to create one with",
+    }]);
+  }
   if (password === undefined || newEmail === null) {
     throw validationFailed([
       password === undefined
