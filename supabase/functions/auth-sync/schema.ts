@@ -48,8 +48,18 @@ const _Password = z.string().min(1).refine(
   { message: `Too big: expected at most ${_MAX_PASSWORD_BYTES} bytes` },
 ).refine(_noNul, { message: _NUL_MESSAGE });
 
-const _Username = z.string().refine(_noNul, { message: _NUL_MESSAGE }).trim()
-  .min(1).max(255);
+// Invisible characters (controls, format characters such as zero-width
+// spaces and bidirectional overrides) and lone surrogates (stored as U+FFFD)
+// would let a username look like another's, which `lower()` uniqueness
+// cannot see: refused, as a 400 naming the field.
+const _INVISIBLE = /[\p{Cc}\p{Cf}\p{Cs}]/u;
+
+const _Username = z.string()
+  .refine(_noNul, { message: _NUL_MESSAGE, abort: true }).trim()
+  .min(1).max(255).refine((value) => !_INVISIBLE.test(value), {
+    message:
+      "Must not contain control, format (zero-width, bidirectional) or unpaired surrogate characters",
+  });
 
 const _Update = z.strictObject({
   action: z.literal("update"),

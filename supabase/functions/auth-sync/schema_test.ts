@@ -153,9 +153,10 @@ Deno.test("parseRequest: a NUL character in nombre_usuario, email or password is
     assert.ok(issues.every((i) => i.path[0] === field), JSON.stringify(issues));
     assert.ok(!JSON.stringify(issues).includes("\u0000"));
   }
-  // Other control characters are the provider's and the row's to judge.
+  // Other control characters in a password are the provider's to judge
+  // (in a username they are refused: see below).
   assert.equal(
-    parseRequest({ action: "update", id: 1, nombre_usuario: "a\u0001b" })
+    parseRequest({ action: "update", id: 1, password: "a\u0001bcdef" })
       .action,
     "update",
   );
@@ -188,5 +189,28 @@ Deno.test("isRequestEmail: an address exactly as a request would carry it, never
   assert.equal(isRequestEmail("ana@example.com"), true);
   for (const value of [" ana@example.com", "Ana@example.com", "x@a-.com", ""]) {
     assert.equal(isRequestEmail(value), false, value);
+  }
+});
+
+Deno.test("parseRequest: a username with invisible characters (zero-width, bidirectional override, a control, a lone surrogate) is refused; letters of any script pass", () => {
+  for (
+    const name of [
+      "ad\u200bmin",
+      "admin\u202e",
+      "a\u0007b",
+      "x\ud800",
+      "ana\u2066x",
+    ]
+  ) {
+    const issues = issuesOf({ action: "update", id: 1, nombre_usuario: name });
+    assert.deepEqual(issues.map((i) => i.path), [["nombre_usuario"]], name);
+  }
+  for (const name of ["José", "Łukasz", "山田", "ana_01", "o'brien 😀"]) {
+    const body = parseRequest({
+      action: "update",
+      id: 1,
+      nombre_usuario: name,
+    });
+    assert.equal(body.action === "update" && body.nombre_usuario, name);
   }
 });
