@@ -5,6 +5,7 @@
  * presence-ping's clear 500 when the function is gone.
  */
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { pushMigrations } from "../../local/migrate.ts";
 import { FUNCTIONS_MIGRATION } from "../../supabase/functions/_shared/db_function.ts";
@@ -53,6 +54,48 @@ function email(prefix = "rp"): string {
 async function insert(row: Record<string, unknown>): Promise<number> {
   const [r] = await sql`insert into public.usuarios ${sql(row)} returning id`;
   return Number(r.id);
+}
+
+/**
+ * The app's own transaction runs `change` on row `id` and holds it 400 ms
+ * while the identity `userId` with the confirmed `email` pings (the slow
+ * path's call, on its own connection): the ping's answer, and whether the
+ * row's presence was written. PostgreSQL only: on PGlite's one session a
+ * held transaction holds everyone.
+ */
+async function pingWhileAppMoves(
+  id: number,
+  change: (tx: postgres.TransactionSql) => Promise<unknown>,
+  userId: string,
+  mail: string,
+): Promise<{ answered: number | null; written: boolean }> {
+  const app = postgres(stack.dbUrl, { max: 1, prepare: false });
+  const fn = postgres(stack.dbUrl, { max: 1, prepare: false });
+  try {
+    let changed!: () => void;
+    const isChanged = new Promise<void>((r) => changed = r);
+    const moved = app.begin(async (tx) => {
+      await change(tx);
+      changed();
+      await new Promise((r) => setTimeout(r, 400));
+    });
+    await isChanged;
+    const [pinged] = await Promise.all([
+      fn`select id from presence.record_ping(${userId}::uuid, null,
+           ${mail}::text, 'online', '{}'::text[], 0)`,
+      moved,
+    ]);
+    const [row] = await sql`
+      select presence_state = 'online' as written from public.usuarios
+      where id = ${id}`;
+    return {
+      answered: pinged[0].id === null ? null : Number(pinged[0].id),
+      written: row.written,
+    };
+  } finally {
+    await app.end();
+    await fn.end();
+  }
 }
 
 e2eTest(
@@ -280,6 +323,62 @@ e2eTest(
   },
 );
 
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  e2eTest(
+    "record_ping: a row the app moves to another person while the ping waits on it (a new correo; unlinked and renamed) is not written, and the ping finds no row",
+    async () => {
+      const mail = email("moving");
+      const byEmail = await insert({
+        correo: mail,
+        presence_state: "offline",
+      });
+      const moved = await pingWhileAppMoves(
+        byEmail,
+        (tx) =>
+          tx`update public.usuarios set correo = ${email("someone")}
+             where id = ${byEmail}`,
+        uid(),
+        mail,
+      );
+      assert.deepEqual(moved, { answered: null, written: false });
+
+      const linkedMail = email("unlinking");
+      const owner = uid();
+      const linked = await insert({
+        correo: linkedMail,
+        auth_user_id: owner,
+        presence_state: "offline",
+      });
+      const unlinked = await pingWhileAppMoves(
+        linked,
+        (tx) =>
+          tx`update public.usuarios
+             set auth_user_id = null, correo = ${email("someone")}
+             where id = ${linked}`,
+        owner,
+        linkedMail,
+      );
+      assert.deepEqual(unlinked, { answered: null, written: false });
+
+      // A change that leaves the row the caller's is waited for and written.
+      const keptMail = email("kept");
+      const keptRow = await insert({
+        correo: keptMail,
+        presence_state: "offline",
+      });
+      const kept = await pingWhileAppMoves(
+        keptRow,
+        (tx) =>
+          tx`update public.usuarios set rol = 'usuario'
+             where id = ${keptRow}`,
+        uid(),
+        keptMail,
+      );
+      assert.deepEqual(kept, { answered: keptRow, written: true });
+    },
+  );
+}
+
 e2eTest(
   "record_ping: without the optional columns, correo and usernames still match",
   async () => {
@@ -294,6 +393,25 @@ e2eTest(
     assert.equal(res.presence_state, "offline");
   },
 );
+
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  e2eTest(
+    "record_ping: without auth_user_id, a row the app moves to another person while the ping waits on it is not written",
+    async () => {
+      const mail = email("legacy-moving");
+      const row = await insert({ correo: mail, presence_state: "offline" });
+      const moved = await pingWhileAppMoves(
+        row,
+        (tx) =>
+          tx`update public.usuarios set correo = ${email("someone")}
+             where id = ${row}`,
+        uid(),
+        mail,
+      );
+      assert.deepEqual(moved, { answered: null, written: false });
+    },
+  );
+}
 
 e2eTest(
   "presence-ping: without presence.record_ping a ping is a 500 migration_missing naming the migration, and nothing is written",
