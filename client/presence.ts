@@ -284,7 +284,8 @@ export const MAX_WAIT_MS = 1_000_000_000;
 
 /**
  * How many times an `offline` that must land (stop, sign-out, a session
- * ended) is sent when the API answers 503 or not at all.
+ * ended) is sent when the API answers 5xx (a gateway's, or the function's
+ * own 500 after a dropped database connection) or not at all.
  */
 export const OFFLINE_TRIES = 3;
 
