@@ -321,72 +321,55 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
     },
   );
 
-  withDb(
-    "bounded: a cancel request that cannot be sent (here: the pool ended meanwhile) leaves nothing unhandled, and the statement is answered after the grace",
-    async (url, raw) => {
-      const uncaught = holdUncaught();
-      const pools = new Pools();
-      try {
-        const sql = pools.database(
-          { dbUrl: url, dbPoolMax: 1, dbStatementTimeoutMs: 300 },
-          new AbortController().signal,
-        );
-        const pending = sql`select pg_sleep(2)`.then(() => null, (e) => e);
-        for (let i = 0; i < 100; i++) {
-          const [{ n }] = await raw`
-            select count(*)::int as n from pg_stat_activity
-            where query like 'select pg_sleep(2)%' and state = 'active'`;
-          if (n > 0) break;
-          await new Promise((r) => setTimeout(r, 10));
-        }
-        // Its sockets refused from now on: the cancel at 300 ms cannot go.
-        const closing = pools.close();
-        const error = await pending;
-        assert.equal(error?.code, "57014");
-        assert.match(error.message, /not answered after its cancel/);
-        await closing;
-        await new Promise((r) => setTimeout(r, 100));
-        assert.equal(uncaught.held, undefined, String(uncaught.held));
-      } finally {
-        uncaught.stop();
-        await pools.close();
-      }
-    },
-  );
-
-  withDb(
-    "bounded: a cancel request whose connection is refused (the database unreachable when the statement runs out of time) leaves nothing unhandled, and the statement is answered after the grace",
-    async (url, raw) => {
-      const uncaught = holdUncaught();
-      const proxy = forwardingProxy(url, () => true);
-      const pools = new Pools();
-      try {
-        const sql = pools.database(
-          { dbUrl: proxy.url, dbPoolMax: 1, dbStatementTimeoutMs: 300 },
-          new AbortController().signal,
-        );
-        const pending = sql`select pg_sleep(2)`.then(() => null, (e) => e);
-        for (let i = 0; i < 100; i++) {
-          const [{ n }] = await raw`
-            select count(*)::int as n from pg_stat_activity
-            where query like 'select pg_sleep(2)%' and state = 'active'`;
-          if (n > 0) break;
-          await new Promise((r) => setTimeout(r, 10));
-        }
-        // New connections refused from now on; the running one is kept.
+  // Why the cancel request cannot be sent, and how the test brings it about
+  // once the statement runs.
+  const unsendable = {
+    "the pool ended meanwhile: its sockets are refused": (
+      pools: Pools,
+    ) => pools.close(),
+    "its connection is refused: the database unreachable when the statement runs out of time":
+      (_pools: Pools, proxy: { stopListening(): void }) => {
+        // New connections refused; the running one is kept.
         proxy.stopListening();
-        const error = await pending;
-        assert.equal(error?.code, "57014");
-        assert.match(error.message, /not answered after its cancel/);
-        await new Promise((r) => setTimeout(r, 100));
-        assert.equal(uncaught.held, undefined, String(uncaught.held));
-      } finally {
-        uncaught.stop();
-        await pools.close();
-        proxy.close();
-      }
-    },
-  );
+        return Promise.resolve();
+      },
+  };
+  for (const [why, cut] of Object.entries(unsendable)) {
+    withDb(
+      `bounded: a cancel request that cannot be sent (${why}) leaves nothing unhandled, and the statement is answered after the grace`,
+      async (url, raw) => {
+        const uncaught = holdUncaught();
+        const proxy = forwardingProxy(url, () => true);
+        const pools = new Pools();
+        try {
+          const sql = pools.database(
+            { dbUrl: proxy.url, dbPoolMax: 1, dbStatementTimeoutMs: 300 },
+            new AbortController().signal,
+          );
+          const pending = sql`select pg_sleep(2)`.then(() => null, (e) => e);
+          for (let i = 0; i < 100; i++) {
+            const [{ n }] = await raw`
+              select count(*)::int as n from pg_stat_activity
+              where query like 'select pg_sleep(2)%' and state = 'active'`;
+            if (n > 0) break;
+            await new Promise((r) => setTimeout(r, 10));
+          }
+          // The cancel at 300 ms cannot go from here on.
+          const cutting = cut(pools, proxy);
+          const error = await pending;
+          assert.equal(error?.code, "57014");
+          assert.match(error.message, /not answered after its cancel/);
+          await cutting;
+          await new Promise((r) => setTimeout(r, 100));
+          assert.equal(uncaught.held, undefined, String(uncaught.held));
+        } finally {
+          uncaught.stop();
+          await pools.close();
+          proxy.close();
+        }
+      },
+    );
+  }
 
   withDb(
     "bounded: an aborted request signal cancels its running statement",
