@@ -16,7 +16,7 @@ import { HttpError } from "./errors.ts";
  * applied up to it, they are all there.
  */
 export const FUNCTIONS_MIGRATION =
-  "20261125010000_match_presence_by_confirmed_email.sql";
+  "20261125030000_record_ping_rechecks_its_match.sql";
 
 // Raised by the call itself (not inside the function: those carry a
 // PL/pgSQL context): undefined function, unknown schema, no privilege.
