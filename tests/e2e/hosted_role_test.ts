@@ -29,6 +29,7 @@ import {
   type RestartableDb,
   throwawayCluster,
 } from "../../local/testing/cluster.ts";
+import { pushMigrations } from "../../local/migrate.ts";
 import { call, invoke } from "../support/invoke.ts";
 import {
   servedBehindCountingProxy,
@@ -328,6 +329,57 @@ Deno.test({
         sql`alter table auth.users add column x int`,
         (e: postgres.PostgresError) => e.code === "42501",
       );
+    } finally {
+      await sql.end();
+      await db.destroy();
+    }
+  },
+});
+
+// Hosted grants every table postgres creates in public to the Data API roles
+// (the initial schema's default privileges): row level security without a
+// policy keeps their rows from anon and authenticated, but not TRUNCATE, nor
+// the tables' place in the Data API's schema. auth-sync's own tables are
+// the functions' alone, as presence.changes is.
+Deno.test({
+  name:
+    "hosted role: auth-sync's tables (audit, leases, intents) are not granted to anon or authenticated, who cannot truncate them",
+  ignore: unavailable !== null,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const db = await throwawayCluster({ hosted: true });
+    const sql = postgres(db.url, {
+      max: 1,
+      prepare: false,
+      onnotice: () => {},
+    });
+    try {
+      await pushMigrations(db.url, { includeSeed: false });
+      const granted = await sql<{ role: string; object: string }[]>`
+        select r.role, o.object
+        from unnest(array['anon', 'authenticated']) r(role)
+        cross join unnest(array[
+          'public.auth_sync_audit', 'public.auth_sync_leases',
+          'public.auth_sync_intents']) o(object)
+        where has_table_privilege(r.role, o.object,
+          'select, insert, update, delete, truncate, references, trigger')
+        union all
+        select r.role, 'public.auth_sync_audit_id_seq'
+        from unnest(array['anon', 'authenticated']) r(role)
+        where has_sequence_privilege(r.role, 'public.auth_sync_audit_id_seq',
+          'usage, select, update')
+        order by 1, 2`;
+      assert.deepEqual(granted.map((g) => `${g.role} ${g.object}`), []);
+      for (const role of ["anon", "authenticated"]) {
+        await assert.rejects(
+          sql.begin(async (tx) => {
+            await tx.unsafe(`set local role ${role}`);
+            await tx`truncate public.auth_sync_audit`;
+          }),
+          (e: postgres.PostgresError) => e.code === "42501",
+        );
+      }
     } finally {
       await sql.end();
       await db.destroy();
