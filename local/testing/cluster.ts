@@ -118,7 +118,10 @@ export interface ClusterOptions {
  *   `pg_monitor`, `pg_read_all_data`, `pg_signal_backend`; owner of the
  *   database, whose `public` objects are granted to the Data API roles by
  *   default (the initial schema's `alter default privileges in schema
- *   public`, run as `postgres` while it was still the superuser); search
+ *   public`, run as `postgres` while it was still the superuser: so on
+ *   projects made before Supabase's change of 2026-05-30, applied to all
+ *   projects' new tables from 2026-10-30, and where "Default privileges for
+ *   new entities" is on; tables made before keep their grants); search
  *   path `"$user", public, extensions` (`00000000000003-post-setup.sql`);
  *   `usage` (not `create`) on `auth`, and every privilege on the
  *   tables, sequences and functions `supabase_auth_admin` creates there

@@ -6,7 +6,10 @@
 -- and authenticated as well (supabase/postgres,
 -- migrations/db/init-scripts/00000000000000-initial-schema.sql: "alter
 -- default privileges in schema public grant all on tables to postgres, anon,
--- authenticated, service_role"). Row level security without a policy keeps
+-- authenticated, service_role"), on projects made before Supabase stopped
+-- doing so for new tables (2026-05-30 for new projects, 2026-10-30 for all;
+-- tables made before keep their grants) and where "Default privileges for
+-- new entities" is turned on. Row level security without a policy keeps
 -- their rows from those roles, but not TRUNCATE, and the grants put the
 -- tables in the Data API's schema. Taken away here; on a database without
 -- those default privileges this changes nothing.

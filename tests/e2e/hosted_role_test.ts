@@ -95,6 +95,13 @@ async function scenario(db: RestartableDb): Promise<Seen> {
     const first = await invoke(pinger.client, "presence", {
       body: { ids: [pinger.rowId] },
     });
+    const viaAuthRead = await call(authPath.served.apiUrl, "presence", {
+      headers: {
+        Authorization: `Bearer ${pinger.token}`,
+        "Content-Type": "application/json",
+      },
+      body: JSON.stringify({ ids: [pinger.rowId] }),
+    });
     const online = await ping(stack.apiUrl, pinger, "online");
     const poll = await invoke(pinger.client, "presence", {
       body: { cursor: first.body.cursor },
@@ -104,6 +111,7 @@ async function scenario(db: RestartableDb): Promise<Seen> {
         first.status,
         first.body.users?.map((u: { id: number }) => u.id === pinger.rowId),
       ],
+      viaAuth: [viaAuthRead.status, viaAuthRead.body.users?.length],
       online: online.status,
       poll: [
         poll.status,
@@ -233,6 +241,7 @@ const EXPECTED: Omit<Seen, "role"> = {
   authUserCalls: [0, 1],
   presence: {
     first: [200, [true]],
+    viaAuth: [200, 1],
     online: 200,
     poll: [200, [[true, "online"]]],
   },
@@ -252,9 +261,22 @@ const EXPECTED: Omit<Seen, "role"> = {
   },
 };
 
-async function run(hosted: boolean): Promise<Seen> {
+/**
+ * The scenario on a fresh cluster; with `authSelectOnly`, a hosted one whose
+ * `postgres` may only read the `auth` tables.
+ */
+async function run(hosted: boolean, authSelectOnly = false): Promise<Seen> {
   const db = await throwawayCluster({ hosted });
   try {
+    if (authSelectOnly) {
+      const admin = postgres(db.adminUrl!, { max: 1, onnotice: () => {} });
+      try {
+        await admin`revoke insert, update, delete, truncate, references,
+                    trigger on all tables in schema auth from postgres`;
+      } finally {
+        await admin.end();
+      }
+    }
     return await scenario(db);
   } finally {
     await db.destroy();
@@ -286,6 +308,26 @@ Deno.test({
     });
     const { role: _p, ...onPlain } = plain;
     assert.deepEqual(onPlain, EXPECTED);
+  },
+});
+
+// The functions and the migrations only read auth.users, auth.identities
+// and auth.sessions: they keep working where a project's postgres may do no
+// more there than select (stricter than supabase/postgres grants it).
+Deno.test({
+  name:
+    "hosted role: with no more than select on auth's tables, the three functions answer the same",
+  ignore: unavailable !== null,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const { role, ...seen } = await run(true, true);
+    assert.deepEqual(role, {
+      user: "postgres",
+      superuser: false,
+      sessions: ["postgres", "supabase_auth_admin"],
+    });
+    assert.deepEqual(seen, EXPECTED);
   },
 });
 
@@ -337,7 +379,9 @@ Deno.test({
 });
 
 // Hosted grants every table postgres creates in public to the Data API roles
-// (the initial schema's default privileges): row level security without a
+// (the initial schema's default privileges; on projects made before
+// Supabase's 2026 change, for tables made before 2026-10-30, or with
+// "Default privileges for new entities" on): row level security without a
 // policy keeps their rows from anon and authenticated, but not TRUNCATE, nor
 // the tables' place in the Data API's schema. auth-sync's own tables are
 // the functions' alone, as presence.changes is.
