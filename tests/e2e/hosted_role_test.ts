@@ -157,6 +157,17 @@ async function scenario(db: RestartableDb): Promise<Seen> {
         : update.body,
       row: { correo: row.correo === moved, name: row.nombre_usuario === name },
       signIn: signIn.error?.message ?? "ok",
+      // Its lease taken and released, its intent written and settled, its
+      // audit row written: the functions' own tables, as postgres.
+      lease: (await stack.sql`
+        select count(*)::int as n from public.auth_sync_leases
+        where target_id = ${u.rowId}`)[0].n,
+      intents: (await stack.sql`
+        select outcome, fields from public.auth_sync_intents
+        where target_id = ${u.rowId}`).map((r) => [r.outcome, r.fields]),
+      audit: (await stack.sql`
+        select outcome, fields from public.auth_sync_audit
+        where target_id = ${u.rowId}`).map((r) => [r.outcome, r.fields]),
     };
 
     // auth-sync sync: a linked row is in sync, a row found by a proven
@@ -251,6 +262,9 @@ const EXPECTED: Omit<Seen, "role"> = {
     user: { correo: true, nombre_usuario: true },
     row: { correo: true, name: true },
     signIn: "ok",
+    lease: 0,
+    intents: [["applied", ["email", "password"]]],
+    audit: [["ok", ["email", "password", "nombre_usuario"]]],
   },
   sync: [200, [["in_sync", true], ["linked", true]]],
   reconcile: {
@@ -263,7 +277,8 @@ const EXPECTED: Omit<Seen, "role"> = {
 
 /**
  * The scenario on a fresh cluster; with `authSelectOnly`, a hosted one whose
- * `postgres` may only read the `auth` tables.
+ * `postgres` may only read the `auth` tables (by its grants on them: not a
+ * member of `pg_read_all_data`).
  */
 async function run(hosted: boolean, authSelectOnly = false): Promise<Seen> {
   const db = await throwawayCluster({ hosted });
@@ -271,6 +286,8 @@ async function run(hosted: boolean, authSelectOnly = false): Promise<Seen> {
     if (authSelectOnly) {
       const admin = postgres(db.adminUrl!, { max: 1, onnotice: () => {} });
       try {
+        // pg_read_all_data too, which would read them for it.
+        await admin`revoke pg_read_all_data from postgres`;
         await admin`revoke insert, update, delete, truncate, references,
                     trigger on all tables in schema auth from postgres`;
       } finally {
@@ -313,7 +330,10 @@ Deno.test({
 
 // The functions and the migrations only read auth.users, auth.identities
 // and auth.sessions: they keep working where a project's postgres may do no
-// more there than select (stricter than supabase/postgres grants it).
+// more there than select (stricter than supabase/postgres grants it). Where
+// it could not read auth.sessions, the fast path would ask Auth instead
+// (logged "Fast path cannot read the auth schema"), and authUserCalls would
+// say so.
 Deno.test({
   name:
     "hosted role: with no more than select on auth's tables, the three functions answer the same",
