@@ -126,9 +126,16 @@ export interface ClusterOptions {
  *   `usage` (not `create`) on `auth`, and every privilege on the
  *   tables, sequences and functions `supabase_auth_admin` creates there
  *   (its default privileges), though not their ownership;
- * - `supabase_auth_admin` (what Auth connects as): noinherit, login; `all`
- *   on the schema `auth` (which `supabase_admin` owns) and owner of what it
- *   creates there, here `local/sql/10_auth.sql` run under its role.
+ * - `supabase_auth_admin` (what Auth connects as): noinherit, nocreaterole
+ *   (`20260821154147_revoke_createrole_from_auth_admin.sql`), login; `create`
+ *   on the database (`20251121141100_supabase_auth_admin_db_grants.sql`);
+ *   `all` on the schema `auth` (which `supabase_admin` owns) and owner of
+ *   what it creates there, here `local/sql/10_auth.sql` run under its role.
+ *
+ * Not reproduced: extensions and their schemas' grants, the other
+ * services' roles (`authenticator`, storage, realtime), and `supautils` /
+ * `safeupdate` (preloaded for `postgres`, `safeupdate.enabled = 0`), which
+ * Debian's server does not have.
  *
  * Run as the superuser, in the `postgres` database, before `10_auth.sql`.
  */
@@ -136,12 +143,13 @@ export const HOSTED_ROLES_SQL = `
 create role anon nologin inherit;
 create role authenticated nologin inherit;
 create role service_role nologin inherit bypassrls;
-create role supabase_auth_admin noinherit login noreplication;
+create role supabase_auth_admin noinherit nocreaterole login noreplication;
 create role postgres nosuperuser createdb createrole login replication bypassrls;
 grant anon, authenticated, service_role to postgres;
 grant pg_monitor, pg_read_all_data, pg_signal_backend to postgres;
 alter database postgres owner to postgres;
 grant all on database postgres to postgres;
+grant create on database postgres to supabase_auth_admin;
 grant usage on schema public to postgres, anon, authenticated, service_role;
 alter default privileges for role postgres in schema public
   grant all on tables to postgres, anon, authenticated, service_role;
