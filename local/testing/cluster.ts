@@ -137,6 +137,12 @@ export interface ClusterOptions {
  * `safeupdate` (preloaded for `postgres`, `safeupdate.enabled = 0`), which
  * Debian's server does not have.
  *
+ * Read in supabase/postgres at 7db7e1a9 (2024-10-23), and the later files
+ * at the commits the code index holds (20250421084701 at cd88df63,
+ * 20251121141100 at aca19b4a, 20260821154147 at 85341702, the initial
+ * schema at aec73818). Where they are silent: `postgres` keeps `all` (not
+ * only DML) on the auth tables Auth creates, as the default privileges say.
+ *
  * Run as the superuser, in the `postgres` database, before `10_auth.sql`.
  */
 export const HOSTED_ROLES_SQL = `
