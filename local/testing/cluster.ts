@@ -6,11 +6,19 @@
  * @module
  */
 
+import postgres from "postgres";
+
 /** A database that can be stopped and started again at the same URL. */
 export interface RestartableDb {
   readonly kind: "postgres" | "pglite";
   /** Connection string; its password is a random secret for the log scan. */
   readonly url: string;
+  /**
+   * With `hosted`: the superuser's (`supabase_admin`) connection string, for
+   * what a hosted project's own services do with their roles (the Auth
+   * stand-in, a test's setup); otherwise absent, `url` being the superuser.
+   */
+  readonly adminUrl?: string;
   stop(): Promise<void>;
   start(): Promise<void>;
   /** Stops it and deletes its files. */
@@ -83,7 +91,93 @@ export interface ClusterOptions {
    * the test's own: letters, digits, `_`, `.` and `-` only.
    */
   readonly settings?: Readonly<Record<string, string | number>>;
+  /**
+   * Shape the cluster as a hosted Supabase database is (see
+   * {@linkcode HOSTED_ROLES_SQL}): the superuser is `supabase_admin`, and
+   * `url` connects as a `postgres` that is not one.
+   */
+  readonly hosted?: boolean;
 }
+
+/**
+ * The roles and `auth` schema of a hosted Supabase database, as
+ * supabase/postgres sets them up (`migrations/db/migrate.sh`, which makes
+ * the `postgres` database `postgres`'s; `init-scripts/00000000000000-initial-schema.sql`
+ * and `…01-auth-schema.sql`; `migrations/10000000000000_demote-postgres.sql`;
+ * `20211115181400_update-auth-permissions.sql`;
+ * `20230201083204_grant_auth_roles_to_postgres.sql`;
+ * `20230306081037_grant_pg_monitor_to_postgres.sql`;
+ * `20240606060239_grant_predefined_roles_to_postgres.sql`;
+ * `20250421084701_revoke_admin_roles_from_postgres.sql`, which takes
+ * `supabase_auth_admin` from `postgres` and `create` on `auth`):
+ *
+ * - `anon`, `authenticated`, `service_role`: nologin, inherit
+ *   (`20230529180330_alter_api_roles_for_inherit.sql`);
+ * - `postgres`: not a superuser; createdb, createrole, replication,
+ *   bypassrls, login; member of `anon`, `authenticated`, `service_role`,
+ *   `pg_monitor`, `pg_read_all_data`, `pg_signal_backend`; owner of the
+ *   database, whose `public` objects are granted to the Data API roles by
+ *   default (the initial schema's `alter default privileges in schema
+ *   public`, run as `postgres` while it was still the superuser: so on
+ *   projects made before Supabase's change of 2026-05-30, applied to all
+ *   projects' new tables from 2026-10-30, and where "Default privileges for
+ *   new entities" is on; tables made before keep their grants); search
+ *   path `"$user", public, extensions` (`00000000000003-post-setup.sql`);
+ *   `usage` (not `create`) on `auth`, and every privilege on the
+ *   tables, sequences and functions `supabase_auth_admin` creates there
+ *   (its default privileges), though not their ownership;
+ * - `supabase_auth_admin` (what Auth connects as): noinherit, nocreaterole
+ *   (`20260821154147_revoke_createrole_from_auth_admin.sql`), login; `create`
+ *   on the database (`20251121141100_supabase_auth_admin_db_grants.sql`);
+ *   `all` on the schema `auth` (which `supabase_admin` owns) and owner of
+ *   what it creates there, here `local/sql/10_auth.sql` run under its role.
+ *
+ * Not reproduced: extensions and their schemas' grants, the other
+ * services' roles (`authenticator`, storage, realtime), and `supautils` /
+ * `safeupdate` (preloaded for `postgres`, `safeupdate.enabled = 0`), which
+ * Debian's server does not have.
+ *
+ * Read in supabase/postgres at 7db7e1a9 (2024-10-23), and the later files
+ * at the commits the code index holds (20250421084701 at cd88df63,
+ * 20251121141100 at aca19b4a, 20260821154147 at 85341702, the initial
+ * schema at aec73818). Where they are silent: `postgres` keeps `all` (not
+ * only DML) on the auth tables Auth creates, as the default privileges say.
+ *
+ * Run as the superuser, in the `postgres` database, before `10_auth.sql`.
+ */
+export const HOSTED_ROLES_SQL = `
+create role anon nologin inherit;
+create role authenticated nologin inherit;
+create role service_role nologin inherit bypassrls;
+create role supabase_auth_admin noinherit nocreaterole login noreplication;
+create role postgres nosuperuser createdb createrole login replication bypassrls;
+grant anon, authenticated, service_role to postgres;
+grant pg_monitor, pg_read_all_data, pg_signal_backend to postgres;
+alter database postgres owner to postgres;
+grant all on database postgres to postgres;
+grant create on database postgres to supabase_auth_admin;
+grant usage on schema public to postgres, anon, authenticated, service_role;
+alter default privileges for role postgres in schema public
+  grant all on tables to postgres, anon, authenticated, service_role;
+alter default privileges for role postgres in schema public
+  grant all on functions to postgres, anon, authenticated, service_role;
+alter default privileges for role postgres in schema public
+  grant all on sequences to postgres, anon, authenticated, service_role;
+create schema extensions;
+grant usage on schema extensions to postgres, anon, authenticated, service_role;
+alter role postgres set search_path to "$user", public, extensions;
+alter role anon set statement_timeout = '3s';
+alter role authenticated set statement_timeout = '8s';
+create schema auth authorization supabase_admin;
+grant all on schema auth to supabase_auth_admin;
+grant usage on schema auth to postgres, anon, authenticated, service_role;
+alter default privileges for role supabase_auth_admin in schema auth
+  grant all on tables to postgres;
+alter default privileges for role supabase_auth_admin in schema auth
+  grant all on sequences to postgres;
+alter default privileges for role supabase_auth_admin in schema auth
+  grant all on routines to postgres;
+`;
 
 /**
  * Creates and starts a throw-away PostgreSQL cluster on a free port (trust
@@ -123,8 +217,9 @@ export async function throwawayCluster(
   const as = (line: string) =>
     root ? _run("su", ["postgres", "-c", line]) : _run("sh", ["-c", line]);
   if (root) await _run("chown", ["postgres", dir]);
+  const superuser = options.hosted ? "supabase_admin" : "postgres";
   await as(
-    `${bin}/initdb -D ${data} -A trust -U postgres --no-sync >/dev/null`,
+    `${bin}/initdb -D ${data} -A trust -U ${superuser} --no-sync >/dev/null`,
   );
   if (options.tls) {
     // server.crt and server.key in the data folder: PostgreSQL's defaults.
@@ -144,10 +239,22 @@ export async function throwawayCluster(
     throw error;
   }
   const secret = `test-${crypto.randomUUID()}`;
+  const at = `:${secret}@127.0.0.1:${port}/postgres`;
   let running = true;
+  if (options.hosted) {
+    try {
+      await _hostedShape(`postgresql://supabase_admin${at}`, secret);
+    } catch (error) {
+      await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
+        .catch(() => {});
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      throw error;
+    }
+  }
   return {
     kind: "postgres",
-    url: `postgresql://postgres:${secret}@127.0.0.1:${port}/postgres`,
+    url: `postgresql://postgres${at}`,
+    ...(options.hosted ? { adminUrl: `postgresql://supabase_admin${at}` } : {}),
     async stop() {
       await as(`${bin}/pg_ctl -D ${data} -m fast -w stop >/dev/null`);
       running = false;
@@ -165,4 +272,28 @@ export async function throwawayCluster(
       await Deno.remove(dir, { recursive: true });
     },
   };
+}
+
+// The roles, then the local auth schema made by supabase_auth_admin, then
+// postgres's password (trust authentication ignores it; it is there for the
+// log scan, as every cluster's).
+async function _hostedShape(adminUrl: string, secret: string): Promise<void> {
+  const sql = postgres(adminUrl, {
+    max: 1,
+    prepare: false,
+    onnotice: () => {},
+  });
+  try {
+    await sql.unsafe(HOSTED_ROLES_SQL);
+    const auth = await Deno.readTextFile(
+      new URL("../sql/10_auth.sql", import.meta.url),
+    );
+    await sql.begin(async (tx) => {
+      await tx.unsafe("set local role supabase_auth_admin");
+      await tx.unsafe(auth);
+    });
+    await sql.unsafe(`alter role postgres password '${secret}'`);
+  } finally {
+    await sql.end();
+  }
 }

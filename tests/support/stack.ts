@@ -111,10 +111,20 @@ export async function startTestStack(
     legacyApiKeys?: boolean;
     /** Serve the Mailpit-compatible mail API (0: a free port). */
     mailPort?: number;
+    /**
+     * A database the test made itself (e.g. a hosted-shaped
+     * `throwawayCluster`), used instead of a fresh one and left as is at
+     * close: `url` for the migrations, the functions and `sql`; `authUrl`
+     * (default `url`) for the Auth stand-in, as hosted Auth connects as
+     * `supabase_auth_admin`.
+     */
+    database?: { url: string; authUrl?: string };
   } = {},
 ): Promise<TestStack> {
   refuseForeignTarget();
-  const db = Deno.env.get("TEST_DATABASE_URL")
+  const db = options.database
+    ? null
+    : Deno.env.get("TEST_DATABASE_URL")
     ? await createTestDatabase()
     : null;
   const signingKey = await generateSigningKey();
@@ -125,7 +135,14 @@ export async function startTestStack(
     apiPort: 0,
     dbPort: 0,
     dataDir: null,
-    databaseUrl: db?.url,
+    databaseUrl: options.database?.url ?? db?.url,
+    authSql: options.database?.authUrl
+      ? postgres(options.database.authUrl, {
+        max: 4,
+        prepare: false,
+        onnotice: () => {},
+      })
+      : undefined,
     functionEnv: options.functionEnv,
     emailConfirmations: options.emailConfirmations,
     legacyApiKeys: options.legacyApiKeys,
