@@ -407,7 +407,7 @@ Deno.test({
 // the functions' alone, as presence.changes is.
 Deno.test({
   name:
-    "hosted role: auth-sync's tables (audit, leases, intents) are not granted to anon or authenticated, who cannot truncate them",
+    "hosted role: auth-sync's tables (audit, leases, intents) are not granted to anon or authenticated, who cannot truncate them, nor usuarios",
   ignore: unavailable !== null,
   sanitizeOps: false,
   sanitizeResources: false,
@@ -433,16 +433,24 @@ Deno.test({
         from unnest(array['anon', 'authenticated']) r(role)
         where has_sequence_privilege(r.role, 'public.auth_sync_audit_id_seq',
           'usage, select, update')
+        union all
+        select r.role, 'public.usuarios'
+        from unnest(array['anon', 'authenticated']) r(role)
+        where has_table_privilege(r.role, 'public.usuarios',
+          'truncate, references, trigger')
         order by 1, 2`;
       assert.deepEqual(granted.map((g) => `${g.role} ${g.object}`), []);
       for (const role of ["anon", "authenticated"]) {
-        await assert.rejects(
-          sql.begin(async (tx) => {
-            await tx.unsafe(`set local role ${role}`);
-            await tx`truncate public.auth_sync_audit`;
-          }),
-          (e: postgres.PostgresError) => e.code === "42501",
-        );
+        for (const table of ["public.auth_sync_audit", "public.usuarios"]) {
+          await assert.rejects(
+            sql.begin(async (tx) => {
+              await tx.unsafe(`set local role ${role}`);
+              await tx.unsafe(`truncate ${table}`);
+            }),
+            (e: postgres.PostgresError) => e.code === "42501",
+            `${role} ${table}`,
+          );
+        }
       }
     } finally {
       await sql.end();
