@@ -356,6 +356,19 @@ e2eTest(
       nombre_usuario: `resent-${stranger.rowId}`,
     });
     assert.equal(res.status, 200, JSON.stringify(res.body));
+    // Only what changed is reported and audited.
+    assert.deepEqual(res.body.changed, ["nombre_usuario"]);
+    const again = await authSync(boss.token, {
+      action: "update",
+      id: stranger.rowId,
+      email: RESENT,
+      nombre_usuario: `resent-${stranger.rowId}`,
+    });
+    assert.deepEqual(again.body.changed, []);
+    const audit = await stack.sql`
+      select fields from public.auth_sync_audit
+      where target_id = ${stranger.rowId} order by id`;
+    assert.deepEqual(audit.map((a) => a.fields), [["nombre_usuario"], []]);
     assert.deepEqual(await accountOf(stranger.id), {
       email: RESENT,
       confirmed: false,

@@ -111,7 +111,10 @@ export interface UserView {
 /** The 200 body of an update, less `ok`. */
 export interface UpdateResult {
   readonly user: UserView;
-  /** Fields changed, in this order: email, password, nombre_usuario, auth_user_id. */
+  /**
+   * Fields changed (a field sent with the value already held is none), in
+   * this order: email, password, nombre_usuario, auth_user_id.
+   */
   readonly changed: Field[];
   /** Whether an Auth account was created for the row. */
   readonly identity_created: boolean;
@@ -194,7 +197,7 @@ async function _update(
   }
   const plan = await _providerPlan(sql, row, account, input);
   _refuseListed(actor, call.adminEmails, plan);
-  const changed = _requested(input);
+  const changed = _changes(input, row, plan);
   const relink = columns.authUserId &&
     (plan?.kind === "create" || (link && account !== null));
   if (relink) changed.push("auth_user_id");
@@ -715,6 +718,23 @@ async function _writeRow(
     });
     return { ...rows[0], id: Number(rows[0].id) };
   });
+}
+
+// What the call changes, in the order of `changed`: a field sent with the
+// value the row (and, for the email, the account) already holds is none
+// (an admin form sent back whole). A password always is: it cannot be read.
+function _changes(
+  input: UpdateRequest,
+  row: _Row,
+  plan: _Plan | null,
+): Field[] {
+  const atAuth = plan !== null && plan.email !== null;
+  return _requested(input).filter((field) =>
+    field === "password" ||
+    (field === "email"
+      ? atAuth || input.email !== row.correo
+      : input.nombre_usuario !== row.nombre_usuario)
+  );
 }
 
 function _requested(input: UpdateRequest): Field[] {
