@@ -346,6 +346,9 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
             { dbUrl: proxy.url, dbPoolMax: 1, dbStatementTimeoutMs: 300 },
             new AbortController().signal,
           );
+          // Connected first, so that the statement is running well within
+          // its 300 ms on a loaded machine too.
+          await sql`select 1`;
           const pending = sql`select pg_sleep(2)`.then(() => null, (e) => e);
           for (let i = 0; i < 100; i++) {
             const [{ n }] = await raw`
