@@ -72,6 +72,8 @@ async function pingWhileAppMoves(
   const app = postgres(stack.dbUrl, { max: 1, prepare: false });
   const fn = postgres(stack.dbUrl, { max: 1, prepare: false });
   try {
+    // Both connected first: the ping must start while the app holds the row.
+    await Promise.all([app`select 1`, fn`select 1`]);
     let changed!: () => void;
     const isChanged = new Promise<void>((r) => changed = r);
     const moved = app.begin(async (tx) => {
