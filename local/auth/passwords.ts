@@ -6,6 +6,7 @@
  * @module
  */
 import bcrypt from "bcryptjs";
+import { AUTH_EMAIL_FORMAT } from "../../supabase/functions/_shared/validation.ts";
 import { badRequest, WeakPasswordError } from "./errors.ts";
 
 /** bcrypt only looks at the first 72 bytes, so Supabase Auth refuses more. */
@@ -69,10 +70,6 @@ export function checkPasswordStrength(
   }
 }
 
-// badoux/checkmail's format (the WHATWG "valid e-mail address").
-const _EMAIL =
-  /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
-
 /**
  * Validates an email address as Supabase Auth does and returns it
  * lower-cased.
@@ -86,7 +83,7 @@ export function validateEmail(email: string): string {
   if (_encoder.encode(email).length > 255) {
     throw badRequest("validation_failed", "An email address is too long");
   }
-  if (!_EMAIL.test(email)) {
+  if (!AUTH_EMAIL_FORMAT.test(email)) {
     throw badRequest(
       "validation_failed",
       "Unable to validate email address: invalid format",

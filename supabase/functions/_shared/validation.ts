@@ -9,6 +9,16 @@
 import type { z } from "zod";
 import { HttpError } from "./errors.ts";
 
+/**
+ * The address format Supabase Auth accepts (its `validateEmail`:
+ * badoux/checkmail's ValidateFormat, the WHATWG "valid e-mail address"):
+ * stricter than zod's `z.email()` on domain labels (at most 63 characters,
+ * no hyphen at either end). auth-sync's schema refuses what Auth would, and
+ * the local Auth stand-in validates with it.
+ */
+export const AUTH_EMAIL_FORMAT =
+  /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
+
 /** One validation problem, as a 400 body lists it. */
 export interface Issue {
   /** Where in the body, e.g. `["ids", 2]`; `[]` for the body itself. */

@@ -5,7 +5,7 @@
  * @module
  */
 import { z } from "zod";
-import { parseBody } from "../_shared/validation.ts";
+import { AUTH_EMAIL_FORMAT, parseBody } from "../_shared/validation.ts";
 
 /** Most rows one `sync` call looks at. */
 export const MAX_SYNC_LIMIT = 500;
@@ -25,18 +25,13 @@ const _RowId = z.int().positive();
 const _NUL_MESSAGE = "Must not contain the NUL character (U+0000)";
 const _noNul = (value: string) => !value.includes("\u0000");
 
-// The format Supabase Auth accepts (its `validateEmail`, checkmail's
-// ValidateFormat pattern): stricter than zod's on domain labels (at most 63
-// characters, no hyphen at either end). An address Auth would refuse is the
-// request's fault, answered 400 here, not a 502 from Auth.
-const _AUTH_EMAIL_FORMAT =
-  /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
-
 // Supabase Auth stores emails trimmed and lower-cased; usuarios.correo keeps
-// the same spelling so the two compare equal.
+// the same spelling so the two compare equal. An address whose format Auth
+// would refuse (AUTH_EMAIL_FORMAT) is the request's fault, answered 400
+// here, not a 502 from Auth.
 const _Email = z.string().refine(_noNul, { message: _NUL_MESSAGE }).trim()
   .toLowerCase().pipe(
-    z.email({ abort: true }).max(255).regex(_AUTH_EMAIL_FORMAT, {
+    z.email({ abort: true }).max(255).regex(AUTH_EMAIL_FORMAT, {
       message: "Invalid email address: not a format Supabase Auth accepts",
     }),
   );
