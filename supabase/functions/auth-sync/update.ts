@@ -372,21 +372,31 @@ async function _refuseTaken(
   row: _Row,
   input: UpdateRequest,
 ): Promise<void> {
-  const taken = (column: "correo" | "nombre_usuario", value: string) =>
-    sql`
-      select exists (
-        select 1 from public.usuarios u
-        where lower(u.${sql(column)}) = lower(${value}::text)
-          and u.id <> ${row.id}
-      ) as taken
-    `.then(([r]) => r.taken as boolean);
   if (
     input.nombre_usuario !== undefined &&
-    await taken("nombre_usuario", input.nombre_usuario)
+    await _heldByAnother(sql, row.id, "nombre_usuario", input.nombre_usuario)
   ) throw new HttpError("username_exists");
-  if (input.email !== undefined && await taken("correo", input.email)) {
-    throw new HttpError("email_exists");
-  }
+  if (
+    input.email !== undefined &&
+    await _heldByAnother(sql, row.id, "correo", input.email)
+  ) throw new HttpError("email_exists");
+}
+
+// Whether a row other than `id` holds `value` in `column` (compared
+// lower-cased, as the unique indexes and the matching rules do).
+async function _heldByAnother(
+  sql: Sql,
+  id: number,
+  column: "correo" | "nombre_usuario",
+  value: string,
+): Promise<boolean> {
+  const [{ held }] = await sql<{ held: boolean }[]>`
+    select exists (
+      select 1 from public.usuarios u
+      where lower(u.${sql(column)}) = lower(${value}::text)
+        and u.id <> ${id}
+    ) as held`;
+  return held;
 }
 
 // The row's account, and whether it still has to be linked to it. An
@@ -424,23 +434,10 @@ async function _rowAccount(
   // Another row with the same correo (a legacy duplicate, in any case)
   // stands for the same account: changing its email or password for this
   // row would move the other row's owner too, with no trace on that row.
-  if (atAuth && await _correoShared(sql, row.id, email!)) {
+  if (atAuth && await _heldByAnother(sql, row.id, "correo", email!)) {
     throw new HttpError("shared_account");
   }
   return { account: byCorreo, link: columns.authUserId };
-}
-
-async function _correoShared(
-  sql: Sql,
-  id: number,
-  email: string,
-): Promise<boolean> {
-  const [{ shared }] = await sql<{ shared: boolean }[]>`
-    select exists (
-      select 1 from public.usuarios u
-      where lower(u.correo) = ${email} and u.id <> ${id}
-    ) as shared`;
-  return shared;
 }
 
 // Listed addresses are the operator's (`_shared/admin.ts` AdminGround): an
