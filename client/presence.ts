@@ -898,10 +898,7 @@ export class PresenceKit {
         });
         return;
       }
-      if (
-        answer.status === 401 && answer.body.error === "JWT expired" &&
-        !refreshed
-      ) {
+      if (_tokenExpired(answer) && !refreshed) {
         refreshed = true;
         if (await this.#refresh()) continue;
       }
@@ -956,10 +953,7 @@ export class PresenceKit {
         await new Promise<void>((r) => this.#clock.setTimeout(() => r(), wait));
         continue;
       }
-      if (
-        answer.status === 401 && answer.body.error === "JWT expired" &&
-        !refreshed && token === undefined
-      ) {
+      if (_tokenExpired(answer) && !refreshed && token === undefined) {
         // The token expired meanwhile (a laptop back from sleep).
         refreshed = true;
         if (await this.#refresh() && this.#token !== bearer) {
@@ -1133,10 +1127,7 @@ export class PresenceKit {
         if (afterId !== null) body.after_id = afterId;
         const answer = await this.#invoke("presence", body);
         if (w.stopped) return;
-        if (
-          answer.status === 401 && answer.body.error === "JWT expired" &&
-          !refreshed
-        ) {
+        if (_tokenExpired(answer) && !refreshed) {
           // Once per poll, as pings do; a second one is reported.
           refreshed = true;
           if (await this.#refresh()) continue;
@@ -1424,6 +1415,12 @@ function _noAnswer(error: unknown): _Answer {
     body: { code: "network", error: _message(error) },
     retryAfterS: null,
   };
+}
+
+// The functions' answer to an expired access token (docs/api.md: `error`
+// is exactly `JWT expired`): worth one refresh of the session.
+function _tokenExpired(answer: _Answer): boolean {
+  return answer.status === 401 && answer.body.error === "JWT expired";
 }
 
 // No answer, or the API or a gateway failing: worth trying again later.
