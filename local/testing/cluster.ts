@@ -19,6 +19,11 @@ export interface RestartableDb {
    * stand-in, a test's setup); otherwise absent, `url` being the superuser.
    */
   readonly adminUrl?: string;
+  /**
+   * With `hosted`: the connection string of `supabase_auth_admin`, the role
+   * hosted Auth connects as (the Auth stand-in's); otherwise absent.
+   */
+  readonly authUrl?: string;
   stop(): Promise<void>;
   start(): Promise<void>;
   /** Stops it and deletes its files. */
@@ -254,7 +259,12 @@ export async function throwawayCluster(
   return {
     kind: "postgres",
     url: `postgresql://postgres${at}`,
-    ...(options.hosted ? { adminUrl: `postgresql://supabase_admin${at}` } : {}),
+    ...(options.hosted
+      ? {
+        adminUrl: `postgresql://supabase_admin${at}`,
+        authUrl: `postgresql://supabase_auth_admin${at}`,
+      }
+      : {}),
     async stop() {
       await as(`${bin}/pg_ctl -D ${data} -m fast -w stop >/dev/null`);
       running = false;

@@ -48,13 +48,7 @@ async function scenario(db: RestartableDb): Promise<Seen> {
     // Confirmations on: sync links only by an email proven by mail.
     emailConfirmations: true,
     functionEnv: { ADMIN_EMAILS: BOSS },
-    database: {
-      url: db.url,
-      authUrl: db.adminUrl?.replace(
-        "supabase_admin",
-        "supabase_auth_admin",
-      ),
-    },
+    database: { url: db.url, authUrl: db.authUrl },
   });
   // Both ways of checking a ping's token, behind proxies that count the
   // calls to Auth: the fast path must prove the session in the database
