@@ -10,7 +10,10 @@ import {
   CursorKeys,
   sealCursor,
 } from "../../supabase/functions/presence/cursor.ts";
-import { CHANGES_BOUND_PAGES } from "../../supabase/functions/presence/query.ts";
+import {
+  AHEAD_S,
+  CHANGES_BOUND_PAGES,
+} from "../../supabase/functions/presence/query.ts";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, invoke } from "../support/invoke.ts";
@@ -228,6 +231,10 @@ e2eTest(
       [905, "online", "offline"],
       [0, "offline", "offline"],
       [null, "offline", "offline"],
+      // Ahead of the clock: within AHEAD_S a ping's, further no evidence.
+      [-(AHEAD_S - 5), "online", "online"],
+      [-(AHEAD_S + 5), "online", "offline"],
+      [-5 * 3600, "online", "offline"],
     ];
     for (const [ago, state, expected] of cases) {
       const [r] = await stack.sql`insert into public.usuarios (nombre_usuario)
@@ -251,6 +258,60 @@ e2eTest(
     for (const x of res.body.users) {
       if (x.ultimo_acceso !== null) assert.match(x.ultimo_acceso, ISO_MS_Z);
     }
+  },
+);
+
+e2eTest(
+  "presence: a time ahead of the clock is a ping's for the read exactly when it is for presence-ping (AHEAD_S)",
+  async () => {
+    // Within the bound, an older offline ping does not overwrite the stored
+    // online (the order rule) and the read counts it online; past it, the
+    // ping stores its own time over it and the read counted it offline.
+    for (
+      const [ahead, readAs, afterOffline] of [
+        [AHEAD_S - 5, "online", "online"],
+        [AHEAD_S + 5, "offline", "offline"],
+      ] as const
+    ) {
+      const u = await member();
+      await lastSeen(u.rowId!, -ahead);
+      const before = await read(u.client, { ids: [u.rowId] });
+      assert.equal(before.body.users[0].status, readAs, `${ahead} s ahead`);
+      const ping = await invoke(u.client, "presence-ping", {
+        body: { state: "offline" },
+      });
+      assert.equal(ping.status, 200);
+      const [row] = await stack.sql`
+        select presence_state, ultimo_acceso <= now() as past
+        from public.usuarios where id = ${u.rowId!}`;
+      assert.equal(row.presence_state, afterOffline, `${ahead} s ahead`);
+      assert.equal(row.past, afterOffline === "offline", `${ahead} s ahead`);
+    }
+  },
+);
+
+e2eTest(
+  "presence: changes since a cursor include a time ahead of the clock coming within AHEAD_S (a move by the clock alone)",
+  async () => {
+    const u = await member();
+    const ids = [u.rowId];
+    // 1.5 s past the bound: offline now, online once 1.5 s have passed.
+    await stack.sql`
+      update public.usuarios
+      set ultimo_acceso = now() + make_interval(secs => ${AHEAD_S + 1.5}),
+          presence_state = 'online'
+      where id = ${u.rowId!}`;
+    const first = await read(u.client, { ids });
+    assert.equal(first.body.users[0].status, "offline");
+    await sleep(2500);
+    const next = await read(u.client, { cursor: first.body.cursor, ids });
+    assert.deepEqual(
+      next.body.users.map((x: { id: number; status: string }) => [
+        x.id,
+        x.status,
+      ]),
+      [[u.rowId, "online"]],
+    );
   },
 );
 

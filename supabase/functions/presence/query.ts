@@ -243,9 +243,21 @@ function _ago(sql: Sql, columns: OptionalColumns, secs: number): Fragment {
 }
 
 /**
+ * How far ahead of the database clock a stored `ultimo_acceso` may be and
+ * still be a ping's, in seconds: the bound `presence.record_ping` applies
+ * (migration `20261124060000_bound_presence_record_ping_future.sql`, "more
+ * than a minute ahead"), which the read applies too. A time further ahead
+ * was written by something else (the app's own `now()` into a naive column
+ * east of UTC, a fast browser clock) and is no evidence of presence.
+ * `tests/e2e/presence_test.ts` holds the two to the same boundary.
+ */
+export const AHEAD_S = 60;
+
+/**
  * The computed status of `u` at `now()`, as SQL: the one home of the rule
- * (online within `awayS`, away within `offlineS`, else offline), which
- * every read uses; the filters below only add index ranges implied by it.
+ * (online within `awayS`, away within `offlineS`, else offline; a time
+ * more than {@linkcode AHEAD_S} ahead is offline), which every read uses;
+ * the filters below only add index ranges implied by it.
  */
 export function statusSql(
   sql: Sql,
@@ -255,9 +267,13 @@ export function statusSql(
 ): Fragment {
   const ago = (secs: number) => _ago(sql, columns, secs);
   return sql`case
-    when u.presence_state = 'online' and u.ultimo_acceso > ${ago(awayS)}
+    when u.presence_state = 'online'
+         and u.ultimo_acceso <= ${ago(-AHEAD_S)}
+         and u.ultimo_acceso > ${ago(awayS)}
       then 'online'
-    when u.presence_state = 'online' and u.ultimo_acceso > ${ago(offlineS)}
+    when u.presence_state = 'online'
+         and u.ultimo_acceso <= ${ago(-AHEAD_S)}
+         and u.ultimo_acceso > ${ago(offlineS)}
       then 'away'
     else 'offline' end`;
 }
@@ -306,7 +322,8 @@ export function presenceStatement(
   const since = sql`(c.txid >= pg_snapshot_xmax(${s})
     or c.txid = any(array(select pg_snapshot_xip(${s}))))`;
   // Rows stored online whose age crossed a threshold between the cursor's
-  // time and now: two ranges of the ultimo_acceso index.
+  // time and now: ranges of the ultimo_acceso index, one per threshold (a
+  // time ahead of the clock that came within AHEAD_S of it is the third).
   const cursorTime = sql`(timestamptz 'epoch' + ${
     String(c.time)
   }::bigint * interval '1 microsecond')`;
@@ -341,7 +358,8 @@ export function presenceStatement(
       union
       (select u.id from public.usuarios u
        where u.presence_state = 'online'
-         and (${crossed(o.awayS)} or ${crossed(o.offlineS)})
+         and (${crossed(o.awayS)} or ${crossed(o.offlineS)}
+              or ${crossed(-AHEAD_S)})
        limit (select n + 1 from bound))
     ),
     -- The page's ids first: the planner then knows it joins a handful of
