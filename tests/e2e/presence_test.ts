@@ -15,6 +15,9 @@ import {
   CHANGES_BOUND_PAGES,
 } from "../../supabase/functions/presence/query.ts";
 import type { SupabaseClient } from "@supabase/supabase-js";
+import { functionEnv } from "../../local/functions.ts";
+import { createDeps } from "../../supabase/functions/_shared/deps.ts";
+import { createPresence } from "../../supabase/functions/presence/handler.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
@@ -540,6 +543,62 @@ e2eTest(
     ]);
     const next = await read(u.client, { cursor: res.body.cursor });
     assert.equal(next.body.resync, false);
+  },
+);
+
+e2eTest(
+  "presence: a cursor's age is judged by the database clock that issued it, not the function's (one 30 minutes off either way)",
+  async () => {
+    const env = functionEnv({
+      apiUrl: stack.apiUrl,
+      dbUrl: stack.dbUrl,
+      anonKey: stack.anonKey,
+      serviceRoleKey: stack.serviceRoleKey,
+      publishableKey: stack.publishableKey || undefined,
+      secretKey: stack.secretKey || undefined,
+    });
+    const u = await member();
+    // A cursor `ageMin` minutes old by the database clock.
+    const cursorAged = async (ageMin: number) => {
+      const [{ t, snap }] = await stack.sql`
+        select (extract(epoch from now() - make_interval(mins => ${ageMin}::int))
+                  * 1000000)::bigint::text as t,
+               pg_current_snapshot()::text as snap`;
+      return await sealCursor(
+        { time: BigInt(t), snapshot: snap, awayS: 300, offlineS: 900 },
+        stack.secretKey || stack.serviceRoleKey,
+        new CursorKeys(),
+      );
+    };
+    for (
+      const [skewMin, ageMin, resync] of [
+        [-30, 61, true], // the function's clock 30 minutes behind
+        [30, 40, false], // 30 minutes ahead
+      ] as const
+    ) {
+      const deps = createDeps({ now: () => Date.now() + skewMin * 60_000 });
+      try {
+        const handler = createPresence((name) => env.get(name), deps);
+        const res = await handler(
+          new Request("http://functions.local/presence", {
+            method: "POST",
+            headers: {
+              Authorization: `Bearer ${u.token}`,
+              "Content-Type": "application/json",
+            },
+            body: JSON.stringify({
+              cursor: await cursorAged(ageMin),
+              ids: [u.rowId],
+            }),
+          }),
+        );
+        const body = await res.json();
+        assert.equal(res.status, 200, JSON.stringify(body));
+        assert.equal(body.resync, resync, `skew ${skewMin} min, age ${ageMin}`);
+      } finally {
+        await deps.close();
+      }
+    }
   },
 );
 

@@ -30,13 +30,6 @@ import {
 import { FIRST_PAGE, readShared } from "./query.ts";
 import { parsePresenceRequest } from "./schema.ts";
 
-/**
- * How old a cursor may be: older ones get a full read flagged `resync`.
- * Within this age a changes-since answer scans at most this much of the
- * `ultimo_acceso` index.
- */
-export const CURSOR_MAX_AGE_S = 3600;
-
 /** What a `presence` handler keeps across its requests. */
 export interface PresenceHeld {
   /** The caller's proof, and the auth-schema errors already logged. */
@@ -77,10 +70,10 @@ export async function presence(
       ctx.env.serviceRoleKey,
       cursorKeys,
     );
-    // A cursor sealed under another key, issued under other thresholds, or
-    // older than the lookback cannot be continued: the answer starts a full
-    // read over.
-    if (!since || !isFresh(since, awayS, offlineS, deps.now())) {
+    // A cursor sealed under another key, or issued under other thresholds,
+    // cannot be continued: the answer starts a full read over. (Its age is
+    // the statement's to judge, by the database clock that issued it.)
+    if (!since || since.awayS !== awayS || since.offlineS !== offlineS) {
       since = null;
       resync = true;
     }
@@ -102,9 +95,9 @@ export async function presence(
     );
   let result = await read(since);
   if (result.reset) {
-    // The table was truncated, or the cursor comes from another cluster's
-    // transaction ids: only a full read is sure. Or a bulk write changed
-    // more rows than a full read costs to page through.
+    // The cursor is too old, the table was truncated, or the cursor comes
+    // from another cluster's transaction ids: only a full read is sure. Or
+    // a bulk write changed more rows than a full read costs to page through.
     resync = true;
     result = await read(null);
   }
@@ -121,21 +114,6 @@ export async function presence(
     ),
     resync,
   });
-}
-
-/**
- * Whether a changes-since call can continue from this cursor: issued with
- * the same thresholds, at most {@linkcode CURSOR_MAX_AGE_S} before `nowMs`.
- */
-export function isFresh(
-  cursor: CursorState,
-  awayS: number,
-  offlineS: number,
-  nowMs: number,
-): boolean {
-  const ageS = (nowMs - Number(cursor.time / 1000n)) / 1000;
-  return cursor.awayS === awayS && cursor.offlineS === offlineS &&
-    ageS <= CURSOR_MAX_AGE_S;
 }
 
 /**

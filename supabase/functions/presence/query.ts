@@ -69,7 +69,8 @@ export interface ReadResult {
   /** The last id listed when more remain, else `null`. */
   readonly nextAfterId: number | null;
   /**
-   * The cursor cannot be continued (the table was truncated, or the
+   * The cursor cannot be continued (older than
+   * {@linkcode CURSOR_MAX_AGE_S}, the table was truncated, or the
    * database's transaction ids are behind the cursor's: another cluster, a
    * restore), or more changed since than {@linkcode CHANGES_BOUND_PAGES}
    * pages: the caller answers a full read instead.
@@ -105,6 +106,15 @@ export const WHOLE_TABLE = "-9223372036854775808";
  * where following them was 11).
  */
 export const CHANGES_BOUND_PAGES = 10;
+
+/**
+ * How old a cursor may be, in seconds, by the database clock (the one that
+ * issued it): older ones get a full read flagged `resync`. Within this age
+ * a changes-since answer scans at most this much of the `ultimo_acceso`
+ * index. Judged in the statement, not by the function's clock, which may
+ * be minutes off the database's.
+ */
+export const CURSOR_MAX_AGE_S = 3600;
 
 /**
  * Reads one page of users, or of the users that changed since
@@ -338,10 +348,17 @@ export function presenceStatement(
   const least = o.limit * CHANGES_BOUND_PAGES;
   return sql`
     -- The bound (CHANGES_BOUND_PAGES); reltuples is -1 before the first
-    -- ANALYZE.
+    -- ANALYZE. A cursor older than CURSOR_MAX_AGE_S cannot be continued:
+    -- its bound is -1, so that no branch reads a row and the answer is a
+    -- reset.
     with bound as materialized (
-      select greatest(${least}::int, floor(sqrt(
-               greatest(pc.reltuples, 0)::float8 * ${o.limit}::int)))::int as n
+      select case
+               when ${cursorTime} < now()
+                      - make_interval(secs => ${CURSOR_MAX_AGE_S}::int)
+                 then -1
+               else greatest(${least}::int, floor(sqrt(
+                      greatest(pc.reltuples, 0)::float8 * ${o.limit}::int)))
+             end::int as n
       from pg_catalog.pg_class pc
       where pc.oid = 'public.usuarios'::pg_catalog.regclass
     ),
@@ -383,7 +400,8 @@ export function presenceStatement(
       ) u on true
     )
     select ${head},
-           (pg_snapshot_xmax(pg_current_snapshot()) < pg_snapshot_xmax(${s})
+           ((select n from bound) < 0
+            or pg_snapshot_xmax(pg_current_snapshot()) < pg_snapshot_xmax(${s})
             or exists (select 1 from presence.changes c
                        where c.user_id = ${WHOLE_TABLE}::bigint and ${since})
             or (select count(*) from changed) > (select n from bound))
