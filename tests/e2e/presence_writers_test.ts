@@ -16,6 +16,7 @@ import postgres from "postgres";
 import { type Clock, PresenceKit } from "../../client/presence.ts";
 import { Pools, type Sql } from "../../supabase/functions/_shared/db.ts";
 import {
+  covers,
   type PresenceUser,
   readPresence,
   readShared,
@@ -23,6 +24,7 @@ import {
 import { PROJECT_DIR } from "../../local/migrate.ts";
 import { throwawayCluster } from "../../local/testing/cluster.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
+import { answerHoldingProxy } from "../support/faults.ts";
 import { invoke } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
@@ -621,6 +623,58 @@ e2eTest(
       }
     } finally {
       await pools.close();
+    }
+  },
+);
+
+e2eTest(
+  "readShared: a read never shares a statement whose snapshot is older than its own cursor (its answer still on the way when the newer cursor was issued)",
+  async () => {
+    const target = await member("target");
+    const proxy = answerHoldingProxy(stack.dbUrl);
+    const pools = new Pools(), direct = new Pools();
+    try {
+      // One connection, opened by the first read, before the hold.
+      const sql = pools.database({
+        ..._settings(30_000),
+        dbUrl: proxy.url,
+        dbPoolMax: 1,
+      });
+      const elsewhere = direct.database(_settings(30_000));
+      const columns = READ_COLUMNS;
+      const a = (await readPresence(elsewhere, columns, FULL_READ)).cursor;
+      await readPresence(sql, columns, FULL_READ);
+      // Statement A runs (its snapshot taken) and its answer, from its
+      // command tag on, is held (postgres.js describes a statement with
+      // parameters first, and runs it once that answer is in).
+      proxy.hold(/SELECT \d/);
+      const older = readShared(sql, columns, { ...FULL_READ, since: a });
+      for (let i = 0; proxy.held() === ""; i++) {
+        assert.ok(i < 300, "statement A was not answered in 30 s");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      // A write after A's snapshot, and a cursor b that sees it, issued
+      // elsewhere (another isolate of the same project).
+      await invoke(target.client, "presence-ping");
+      const b = (await readPresence(elsewhere, columns, {
+        ...FULL_READ,
+        since: a,
+      })).cursor;
+      // b is newer than a: A's statement covers b's cursor, not its view.
+      const newer = readShared(sql, columns, { ...FULL_READ, since: b });
+      proxy.release();
+      const [ra, rb] = await Promise.all([older, newer]);
+      assert.ok(ra.users.every((u) => u.id !== target.rowId));
+      assert.notEqual(rb, ra);
+      assert.ok(
+        covers(b, rb.cursor),
+        "the answer's cursor went back behind the caller's",
+      );
+    } finally {
+      proxy.release();
+      await pools.close();
+      await direct.close();
+      await proxy.close();
     }
   },
 );

@@ -187,3 +187,95 @@ export function commitAnswerDroppingProxy(dbUrl: string): {
 // control characters by nature.
 // deno-lint-ignore no-control-regex
 const _COMMIT = /[\x00-\x1f]commit\x00/i;
+
+/**
+ * A loopback TCP proxy to the Postgres server of `dbUrl` that, once
+ * `hold(from)` is called, keeps what the server says from the first chunk
+ * whose latin1 text matches `from` (a command tag such as `SELECT 1`: the
+ * statement has run, its snapshot taken) and passes on everything else: the
+ * answer is still on the way. `release()` delivers what was kept, in
+ * order; `held()` is what was kept so far, as latin1 text.
+ */
+export function answerHoldingProxy(dbUrl: string): {
+  url: string;
+  hold: (from: RegExp) => void;
+  release: () => void;
+  held: () => string;
+  close: () => Promise<void>;
+} {
+  const target = new URL(dbUrl);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const open = new Set<Deno.Conn>();
+  let released: Promise<void> | null = null;
+  let release = () => {};
+  let armed: RegExp | null = null;
+  let kept = "";
+  const pipe = async (from: Deno.Conn, to: Deno.Conn, answers: boolean) => {
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await from.read(buf);
+        if (n === null) break;
+        const text = new TextDecoder("latin1").decode(buf.subarray(0, n));
+        if (answers && armed?.test(text)) armed = null;
+        // Kept: this pipe reads nothing more until the release, so what
+        // follows cannot overtake it.
+        if (answers && released && !armed) {
+          kept += text;
+          await released;
+        }
+        await to.write(buf.subarray(0, n));
+      }
+    } catch {
+      // A side closed.
+    }
+    for (const c of [from, to]) {
+      open.delete(c);
+      try {
+        c.close();
+      } catch {
+        // Already closed.
+      }
+    }
+  };
+  (async () => {
+    for await (const client of listener) {
+      const server = await Deno.connect({
+        hostname: target.hostname,
+        port: Number(target.port || 5432),
+      });
+      open.add(client);
+      open.add(server);
+      pipe(client, server, false);
+      pipe(server, client, true);
+    }
+  })().catch(() => {});
+  const proxied = new URL(dbUrl);
+  proxied.hostname = "127.0.0.1";
+  proxied.port = String((listener.addr as Deno.NetAddr).port);
+  return {
+    url: proxied.href,
+    hold: (from) => {
+      armed = from;
+      released ??= new Promise<void>((r) => release = r);
+    },
+    release: () => {
+      armed = null;
+      released = null;
+      release();
+    },
+    held: () => kept,
+    close: () => {
+      release();
+      listener.close();
+      for (const c of open) {
+        try {
+          c.close();
+        } catch {
+          // Already closed.
+        }
+      }
+      return Promise.resolve();
+    },
+  };
+}

@@ -148,7 +148,8 @@ type _InFlight = Map<string, {
  * asked while another one runs whose answer covers it (the same page,
  * columns and thresholds, and a cursor no newer than this one's, see
  * {@linkcode covers}) gets that statement's answer instead of paying for
- * its own. Such an answer may list users that did not change since this
+ * its own, when that answer's snapshot is no older than this caller's
+ * cursor. Such an answer may list users that did not change since this
  * caller's cursor (harmless: the view applies them again) and never misses
  * one; its cursor is the shared statement's snapshot, so the watchers that
  * shared a poll hold the same cursor afterwards and keep sharing.
@@ -173,10 +174,20 @@ export function readShared(
     // 503 for someone else's disconnect. A statement that ran out of time
     // is not run again: its sharers answer 503 with it, so a slow database
     // does not get one more statement per watcher.
-    return shared.read.catch((error) => {
-      if (!shared.abandoned()) throw error;
-      return readShared(sql, columns, options);
-    });
+    return shared.read.then(
+      // The statement took its snapshot before this caller's cursor was
+      // issued (by another statement, its answer on the way meanwhile):
+      // its answer would take the caller's view back. Rare (the shared
+      // statement must outlast a whole other read): a read of its own.
+      (result) =>
+        options.since === null || covers(options.since, result.cursor)
+          ? result
+          : readPresence(sql, columns, options),
+      (error) => {
+        if (!shared.abandoned()) throw error;
+        return readShared(sql, columns, options);
+      },
+    );
   }
   const entry = {
     since: options.since,
