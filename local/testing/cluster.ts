@@ -284,6 +284,98 @@ export async function throwawayCluster(
   };
 }
 
+/**
+ * A point-in-time restore of `source` (a {@linkcode throwawayCluster}
+ * without `tls` or `hosted`) as a throw-away cluster of its own, as a
+ * project's restore or a failover to an asynchronous standby makes one: a
+ * base backup taken now (`pg_basebackup`), recovered to its end and
+ * promoted. The same system and data as `source` at this moment, on a new
+ * timeline; its transaction ids go on from the backup's, so the ids
+ * `source` hands out after this call are handed out again here.
+ */
+export async function restoredCopy(
+  source: RestartableDb,
+): Promise<RestartableDb> {
+  const bin = _pgBin();
+  if (!bin) throw new Error(clusterUnavailable()!);
+  const root = Deno.uid() === 0;
+  const dir = await Deno.makeTempDir({ prefix: "test-pg-restored-" });
+  const data = `${dir}/data`;
+  const log = `${dir}/server.log`;
+  const port = freePort();
+  const as = (line: string) =>
+    root ? _run("su", ["postgres", "-c", line]) : _run("sh", ["-c", line]);
+  const server =
+    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300`;
+  const url = new URL(source.url);
+  let running = false;
+  try {
+    if (root) await _run("chown", ["postgres", dir]);
+    // The source's password is a secret for the log scan; trust
+    // authentication ignores it, and it goes nowhere here.
+    await as(
+      `${bin}/pg_basebackup -h 127.0.0.1 -p ${url.port} -U ${url.username} -D ${data} -X stream --no-sync`,
+    );
+    // Targeted recovery (recovery.signal) to the backup's end, from its own
+    // WAL (no archive: restore_command fails), then a new timeline.
+    await Deno.writeTextFile(`${data}/recovery.signal`, "");
+    await Deno.writeTextFile(
+      `${data}/postgresql.auto.conf`,
+      "restore_command = 'false'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n",
+      { append: true },
+    );
+    if (root) await _run("chown", ["-R", "postgres", data]);
+    await as(
+      `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "${server}" start >/dev/null`,
+    );
+    running = true;
+    const sql = postgres(source.url.replace(`:${url.port}/`, `:${port}/`), {
+      max: 1,
+      onnotice: () => {},
+    });
+    try {
+      for (let i = 0;; i++) {
+        const [{ recovering }] = await sql`
+          select pg_is_in_recovery() as recovering`;
+        if (!recovering) break;
+        if (i >= 300) throw new Error(`the restore was not promoted in 30 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      await sql.end();
+    }
+  } catch (error) {
+    if (running) {
+      await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
+        .catch(() => {});
+    }
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    throw error;
+  }
+  return {
+    kind: "postgres",
+    url: source.url.replace(`:${url.port}/`, `:${port}/`),
+    async stop() {
+      await as(`${bin}/pg_ctl -D ${data} -m fast -w stop >/dev/null`);
+      running = false;
+    },
+    async start() {
+      await as(
+        `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "${server}" start >/dev/null`,
+      );
+      running = true;
+    },
+    async destroy() {
+      if (running) {
+        await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
+          .catch(() => {});
+        running = false;
+      }
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
 // The roles, then the local auth schema made by supabase_auth_admin, then
 // postgres's password (trust authentication ignores it; it is there for the
 // log scan, as every cluster's).

@@ -36,6 +36,13 @@ export interface CursorState {
   readonly awayS: number;
   /** `PRESENCE_OFFLINE_AFTER_S` the statuses were computed with. */
   readonly offlineS: number;
+  /**
+   * The database's timeline when the answer was read (eight hex digits,
+   * as in a WAL file name), so that a point-in-time restore or a failover,
+   * which start a new one, is told apart; absent in cursors issued before
+   * 2026-11-25 and by a server in recovery.
+   */
+  readonly timeline?: string;
 }
 
 // `xmin:xmax:xip,...` as pg_snapshot prints it, the xip list ascending and
@@ -48,6 +55,7 @@ const _Payload = z.strictObject({
   s: z.string().max(7000).refine(_validSnapshot),
   a: z.int().positive(),
   o: z.int().positive(),
+  l: z.string().regex(/^[0-9A-F]{8}$/).optional(),
 });
 
 const _FORMAT = 2;
@@ -79,6 +87,7 @@ export async function sealCursor(
     s: state.snapshot,
     a: state.awayS,
     o: state.offlineS,
+    l: state.timeline,
   }));
   const sealed = new Uint8Array(
     await crypto.subtle.encrypt(
@@ -139,6 +148,7 @@ export async function openCursor(
     snapshot: p.s,
     awayS: p.a,
     offlineS: p.o,
+    ...(p.l === undefined ? {} : { timeline: p.l }),
   };
 }
 

@@ -46,6 +46,18 @@ Deno.test("sealCursor/openCursor: a sealed cursor opens to the same state", asyn
   assert.deepEqual(await openCursor(sealed, "service", keys), state);
 });
 
+Deno.test("sealCursor/openCursor: the timeline goes with the state; a cursor sealed without one (before 2026-11-25) opens without one", async () => {
+  const withTimeline = { ...state, timeline: "0000000A" };
+  const sealed = await sealCursor(withTimeline, "service", keys);
+  assert.deepEqual(await openCursor(sealed, "service", keys), withTimeline);
+  const before = await openCursor(
+    await sealCursor(state, "service", keys),
+    "service",
+    keys,
+  );
+  assert.equal(before && "timeline" in before, false);
+});
+
 Deno.test("sealCursor: the cursor is opaque (no snapshot, time or JSON readable in it, a new IV each time)", async () => {
   const a = await sealCursor(state, "service", keys);
   const b = await sealCursor(state, "service", keys);

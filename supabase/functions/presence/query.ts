@@ -70,9 +70,10 @@ export interface ReadResult {
   readonly nextAfterId: number | null;
   /**
    * The cursor cannot be continued (older than
-   * {@linkcode CURSOR_MAX_AGE_S}, the table was truncated, or the
-   * database's transaction ids are behind the cursor's: another cluster, a
-   * restore), or more changed since than {@linkcode CHANGES_BOUND_PAGES}
+   * {@linkcode CURSOR_MAX_AGE_S}, the table was truncated, the database is
+   * on another timeline than the cursor's (a point-in-time restore, a
+   * failover), or its transaction ids are behind the cursor's: another
+   * cluster, a restore), or more changed since than {@linkcode CHANGES_BOUND_PAGES}
    * pages: the caller answers a full read instead.
    */
   readonly reset: boolean;
@@ -234,6 +235,7 @@ interface _Row {
   t: Date;
   t_us: string;
   snap: string;
+  timeline: string | null;
   reset: boolean;
   id: string | null;
   gone: boolean | null;
@@ -321,7 +323,7 @@ export function presenceStatement(
     o.ids ? sql`and ${column} = any(${pgArray(o.ids)}::bigint[])` : sql``;
   const head = sql`now() as t,
     (extract(epoch from now()) * 1000000)::bigint::text as t_us,
-    pg_current_snapshot()::text as snap`;
+    pg_current_snapshot()::text as snap, ${_timeline(sql)} as timeline`;
   if (!o.since) {
     return sql`
       with page as (
@@ -354,6 +356,11 @@ export function presenceStatement(
       _bound(sql, columns, sql`${cursorTime} - ${back}`)
     } and u.ultimo_acceso <= ${_bound(sql, columns, sql`now() - ${back}`)})`;
   };
+  // A cursor from another timeline (a restore, a failover) cannot be
+  // continued; one issued before timelines were kept is not asked.
+  const otherTimeline = c.timeline
+    ? sql`or ${c.timeline}::text is distinct from ${_timeline(sql)}`
+    : sql``;
   // Each branch stops one row past the bound: if any reaches it, more than
   // the bound changed, whatever the others hold.
   const least = o.limit * CHANGES_BOUND_PAGES;
@@ -412,6 +419,7 @@ export function presenceStatement(
     )
     select ${head},
            ((select n from bound) < 0
+            ${otherTimeline}
             or pg_snapshot_xmax(pg_current_snapshot()) < pg_snapshot_xmax(${s})
             or exists (select 1 from presence.changes c
                        where c.user_id = ${WHOLE_TABLE}::bigint and ${since})
@@ -421,6 +429,17 @@ export function presenceStatement(
     from (values (1)) one left join page on true
     order by page.id
   `;
+}
+
+// The database's timeline (eight hex digits of the current WAL file's
+// name), or null on a server in recovery, where the WAL functions fail. A
+// point-in-time restore or a failover starts a new one, and hands out again
+// the transaction ids of what it discarded: a cursor from another timeline
+// cannot be continued, though its ids may already be behind the database's.
+function _timeline(sql: Sql): Fragment {
+  return sql`case when pg_catalog.pg_is_in_recovery() then null
+    else substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()),
+                1, 8) end`;
 }
 
 // Full reads: the status filter, plus, when offline users are not wanted,
@@ -496,6 +515,7 @@ function _result(rows: _Row[], o: ReadOptions): ReadResult {
       snapshot: head.snap,
       awayS: o.awayS,
       offlineS: o.offlineS,
+      ...(head.timeline === null ? {} : { timeline: head.timeline }),
     },
   };
 }
