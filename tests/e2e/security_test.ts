@@ -1138,6 +1138,78 @@ e2eTest(
   },
 );
 
+// ------------------------------------------------- a deleted secret key
+
+e2eTest(
+  "security: a secret key the project deleted, still in a running function's SUPABASE_SECRET_KEYS, makes no trusted caller (401 Invalid API key, nothing changed); the key kept still does",
+  async () => {
+    assert.ok(stack.secretKey, "the stack has the new API keys");
+    // The isolate started while both keys existed; the project's gateway
+    // (and Auth behind it) no longer knows the deleted one.
+    const deleted = `sb_secret_${crypto.randomUUID().replaceAll("-", "")}`;
+    const running = await stack.withFunctionEnv({
+      SUPABASE_SECRET_KEYS: JSON.stringify({
+        default: stack.secretKey,
+        leaked: deleted,
+      }),
+    });
+    try {
+      const u = await stack.createUser({
+        row: {
+          correo: null,
+          nombre_usuario: `kept-${crypto.randomUUID().slice(0, 8)}`,
+          auth_user_id: true,
+        },
+      });
+      const [{ nombre_usuario: name }] = await stack.sql`
+        select nombre_usuario from public.usuarios where id = ${u.rowId}`;
+      const attempt = (headers: Record<string, string>) =>
+        call(running.apiUrl, "auth-sync", {
+          headers: { ...headers, "Content-Type": "application/json" },
+          body: JSON.stringify({
+            action: "update",
+            id: u.rowId,
+            nombre_usuario: `taken-${crypto.randomUUID().slice(0, 8)}`,
+            password: "attacker-password-1",
+          }),
+        });
+      for (
+        const headers of [
+          { apikey: deleted },
+          { Authorization: `Bearer ${deleted}` },
+        ] as Record<string, string>[]
+      ) {
+        const res = await attempt(headers);
+        assert.equal(res.status, 401, JSON.stringify(res.body));
+        assert.equal(res.body.code, "invalid_token");
+        assert.equal(res.body.error, "Invalid API key");
+      }
+      const [row] = await stack.sql`
+        select nombre_usuario from public.usuarios where id = ${u.rowId}`;
+      assert.equal(row.nombre_usuario, name);
+      const signIn = await stack.anon().auth.signInWithPassword({
+        email: u.email,
+        password: "attacker-password-1",
+      });
+      assert.ok(signIn.error, "the password was not changed");
+      const kept = await call(running.apiUrl, "auth-sync", {
+        headers: {
+          apikey: stack.secretKey,
+          "Content-Type": "application/json",
+        },
+        body: JSON.stringify({
+          action: "update",
+          id: u.rowId,
+          nombre_usuario: `renamed-${crypto.randomUUID().slice(0, 8)}`,
+        }),
+      });
+      assert.equal(kept.status, 200, JSON.stringify(kept.body));
+    } finally {
+      await running.close();
+    }
+  },
+);
+
 // ------------------------------------------------- legacy shape, last
 
 e2eTest(

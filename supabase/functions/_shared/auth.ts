@@ -76,9 +76,10 @@ export interface ServerCaller {
 }
 
 /**
- * Whether the project still accepts a legacy key: `null` when it does, or
- * the refusal's message (the hosted gateway answers a disabled legacy key
- * with 401 `Legacy API keys are disabled`).
+ * Whether the project still accepts a key: `null` when it does, or the
+ * refusal's message (the hosted gateway answers a disabled legacy key with
+ * 401 `Legacy API keys are disabled`, a deleted secret key with 401
+ * `Invalid API key`).
  */
 export type KeyRefusal = (key: string) => Promise<string | null>;
 
@@ -88,12 +89,15 @@ export type KeyRefusal = (key: string) => Promise<string | null>;
  * constant time). supabase-js created with a secret key sends it as
  * `apikey` only; a hand-written call may send it as a bearer token too.
  *
- * The legacy service role key is trusted only while the project accepts it
- * (`keyRefusal`, Auth's answer to the key itself): a project that turns its
- * legacy keys off, often because that key leaked, still finds the old JWT
- * in `SUPABASE_SERVICE_ROLE_KEY` (the platform keeps injecting it), and
- * nothing in front of a `verify_jwt = false` function would stop it.
- * Refused with 401 `invalid_token` and the project's own message.
+ * A key is trusted only while the project accepts it (`keyRefusal`, the
+ * project's answer to the key itself, kept a minute): the environment of a
+ * running function outlives the key. A project that turns its legacy keys
+ * off, often because the service role JWT leaked, still finds it in
+ * `SUPABASE_SERVICE_ROLE_KEY` (the platform keeps injecting it); a secret
+ * key deleted in the dashboard (leaked too, as a rule) stays in the
+ * `SUPABASE_SECRET_KEYS` of the isolates already running; and nothing in
+ * front of a `verify_jwt = false` function stops either. Refused with 401
+ * `invalid_token` and the project's own message.
  *
  * Also refused with 401 `invalid_token` (`error: "Invalid API key"`), as
  * Supabase's gateway refuses an unknown key: an `sb_secret_…` key in either
@@ -121,10 +125,11 @@ export async function serverCaller(
   const apikey = req.headers.get("apikey")?.trim() || null;
   for (const presented of [bearer, apikey]) {
     if (presented && env.secretKeys.some((k) => _sameKey(presented, k))) {
-      if (presented.startsWith("sb_")) return { via: "secret_key" };
       const refused = await keyRefusal(presented);
       if (refused !== null) throw _invalidToken(refused);
-      return { via: "service_role_key" };
+      return {
+        via: presented.startsWith("sb_") ? "secret_key" : "service_role_key",
+      };
     }
   }
   if (
@@ -402,9 +407,10 @@ export class AuthSettings {
    * Whether the project accepts `key` as a service key: `null` when Auth's
    * admin API answers a request made with it (as `apikey` and bearer, as
    * supabase-js sends a key), else the refusal's message (`Legacy API keys
-   * are disabled` once the project turns them off). Each answer is kept
-   * {@linkcode SETTINGS_TTL_MS}, so turning the keys off takes effect within
-   * a minute. Auth that cannot answer gives 503 `idp_unavailable`.
+   * are disabled` once the project turns them off, `Invalid API key` for a
+   * deleted secret key). Each answer is kept {@linkcode SETTINGS_TTL_MS},
+   * so turning a key off takes effect within a minute. Auth that cannot
+   * answer gives 503 `idp_unavailable`.
    *
    * @example
    * ```ts

@@ -61,12 +61,16 @@ async function refusal(fn: () => Promise<unknown>): Promise<unknown> {
   assert.fail("not refused");
 }
 
-// What the project says of a legacy key, with the keys it was asked about.
-function project(refusal: string | null) {
+// What the project says of a key (`refusal` for those `refuses` names,
+// every key by default), with the keys it was asked about.
+function project(
+  refusal: string | null,
+  refuses: (key: string) => boolean = () => true,
+) {
   const asked: string[] = [];
   const keyRefusal = (key: string) => {
     asked.push(key);
-    return Promise.resolve(refusal);
+    return Promise.resolve(refuses(key) ? refusal : null);
   };
   return { asked, keyRefusal };
 }
@@ -91,8 +95,8 @@ Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy serv
     ),
     { via: "secret_key" },
   );
-  // Secret keys are the project's own: nobody is asked about them.
-  assert.deepEqual(accepting.asked, []);
+  // Each key is asked about: the project may have deleted it since.
+  assert.deepEqual(accepting.asked, ["sb_secret_two", "sb_secret_one"]);
   assert.deepEqual(
     await serverCaller(
       keyed({ Authorization: "Bearer legacy.service.jwt" }),
@@ -101,11 +105,43 @@ Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy serv
     ),
     { via: "service_role_key" },
   );
-  assert.deepEqual(accepting.asked, ["legacy.service.jwt"]);
+  assert.deepEqual(accepting.asked, [
+    "sb_secret_two",
+    "sb_secret_one",
+    "legacy.service.jwt",
+  ]);
+});
+
+Deno.test("serverCaller: a secret key the project deleted, still in a running function's environment, gives 401 Invalid API key; the project's other key still makes a trusted caller", async () => {
+  const deleted = project("Invalid API key", (key) => key === "sb_secret_two");
+  for (
+    const headers of [
+      { apikey: "sb_secret_two" } as Record<string, string>,
+      { Authorization: "Bearer sb_secret_two" },
+    ]
+  ) {
+    assert.deepEqual(
+      await refusal(() =>
+        serverCaller(keyed(headers), KEYED_ENV, deleted.keyRefusal)
+      ),
+      { status: 401, code: "invalid_token", error: "Invalid API key" },
+    );
+  }
+  assert.deepEqual(
+    await serverCaller(
+      keyed({ apikey: "sb_secret_one" }),
+      KEYED_ENV,
+      deleted.keyRefusal,
+    ),
+    { via: "secret_key" },
+  );
 });
 
 Deno.test("serverCaller: the legacy service role key, still in the environment after the project turned legacy keys off, gives 401 with the project's message", async () => {
-  const off = project("Legacy API keys are disabled");
+  const off = project(
+    "Legacy API keys are disabled",
+    (key) => !key.startsWith("sb_"),
+  );
   for (
     const headers of [
       { Authorization: "Bearer legacy.service.jwt" } as Record<string, string>,

@@ -42,8 +42,8 @@ export interface FunctionDeps {
   /** Whether Auth confirms sign-ups at once (`mailer_autoconfirm`). */
   readonly autoconfirms: (env: FunctionEnv) => Promise<boolean>;
   /**
-   * Whether the project still accepts a legacy service key: `null`, or the
-   * refusal's message (`AuthSettings.keyRefusal`).
+   * Whether the project still accepts a service key (legacy or secret):
+   * `null`, or the refusal's message (`AuthSettings.keyRefusal`).
    */
   readonly keyRefusal: (
     key: string,
