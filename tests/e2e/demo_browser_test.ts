@@ -351,6 +351,92 @@ e2eTest(
   },
 );
 
+/** Waits until `done()` holds (`WAIT.timeout` at most), failing with `what`. */
+async function until(done: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + WAIT.timeout;
+  while (!done()) {
+    assert.ok(Date.now() < deadline, what);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+e2eTest(
+  "demo page: the tabs of one user read the presence API as one: one tab polls, every tab shows another user's pings; closing that tab, another polls",
+  async () => {
+    const gil = await member("gil");
+    const hana = await member("hana");
+    const context = await browser.newContext();
+    // The presence reads each tab sends (not its presence-ping pings).
+    const reads = new Map<Page, number>();
+    context.on("request", (request) => {
+      if (!request.url().endsWith("/functions/v1/presence")) return;
+      const page = request.frame().page();
+      reads.set(page, (reads.get(page) ?? 0) + 1);
+    });
+    const readsOf = (page: Page) => reads.get(page) ?? 0;
+    const total = () => [...reads.values()].reduce((a, b) => a + b, 0);
+    const ping = async (state: "online" | "offline") => {
+      const { error } = await hana.client.functions.invoke("presence-ping", {
+        body: { state },
+      });
+      assert.equal(error, null);
+    };
+    // Reads per interval (250 ms) while the tabs watch, logged for the
+    // record: never asserted, only the counts per tab are.
+    const window = async (tabs: Page[]) => {
+      reads.clear();
+      const from = Date.now();
+      await until(() => total() >= 12, "reads go on");
+      const intervals = (Date.now() - from) / 250;
+      console.log(
+        `presence reads per interval with ${tabs.length} tab(s): ${
+          (total() / intervals).toFixed(2)
+        }`,
+      );
+      const polling = tabs.filter((tab) => readsOf(tab) > 0);
+      assert.equal(polling.length, 1, "one tab sends the reads");
+      return polling[0];
+    };
+    try {
+      const tabs = [await signedIn(gil, context)];
+      await window(tabs);
+      tabs.push(await signedIn(gil, context));
+      tabs.push(await signedIn(gil, context));
+      for (const tab of tabs) {
+        const state = await tab.evaluate(() =>
+          (globalThis as unknown as {
+            document: { visibilityState: string };
+          }).document.visibilityState
+        );
+        assert.equal(state, "visible");
+      }
+      await ping("online");
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "online"), WAIT);
+      }
+      const leader = await window(tabs);
+      await ping("offline");
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "offline"), WAIT);
+      }
+      assert.equal(total(), readsOf(leader), "still one tab");
+
+      // The polling tab closes: one of the others polls, and every tab
+      // left still sees changes.
+      await leader.close({ runBeforeUnload: true });
+      tabs.splice(tabs.indexOf(leader), 1);
+      const next = await window(tabs);
+      assert.notEqual(next, leader);
+      await ping("online");
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "online"), WAIT);
+      }
+    } finally {
+      await context.close();
+    }
+  },
+);
+
 e2eTest("demo page: the browser closes", async () => {
   await browser.close();
   assert.equal(browser.isConnected(), false);
