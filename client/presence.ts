@@ -236,14 +236,20 @@ export interface TabLocks {
 }
 
 /**
- * The browser's Web Locks (`navigator.locks`), or `null` where there are
- * none (then every tab polls for itself).
+ * The page's Web Locks (`navigator.locks`), or `null` where there are none
+ * or no page (then every watcher polls for itself). Deno has Web Locks but
+ * no `document`: a server's kits (where a `BroadcastChannel` may reach
+ * other isolates, which the locks do not) poll as they did.
  */
 export function browserLocks(): TabLocks | null {
-  const locks = (globalThis as unknown as {
+  const g = globalThis as unknown as {
+    document?: unknown;
     navigator?: { locks?: TabLocks };
-  }).navigator?.locks;
-  if (!locks || typeof locks.request !== "function") return null;
+  };
+  const locks = g.navigator?.locks;
+  if (!g.document || !locks || typeof locks.request !== "function") {
+    return null;
+  }
   return {
     request: (name, options, held) => locks.request(name, options, held),
   };
@@ -325,8 +331,9 @@ export interface PresenceKitOptions {
   tabs?: TabChannel | null;
   /**
    * Locks between the user's tabs, so that one tab polls for all their
-   * watchers (default: `navigator.locks` where there are; `null`, or no
-   * `tabs`: every watcher polls for itself).
+   * watchers (default: {@linkcode browserLocks}, the page's
+   * `navigator.locks`; `null`, or no `tabs`: every watcher polls for
+   * itself).
    */
   locks?: TabLocks | null;
   /** Notes for the next page of this tab (default: `sessionStorage`). */
@@ -1481,6 +1488,8 @@ export class PresenceKit {
   // one that does not go on from this watcher's cursor (a read missed)
   // is not, the polling tab is asked for its map instead.
   #follow(w: _Watcher, m: TabRead): void {
+    // A second answer to its asking (it asked twice), or one it has.
+    if (m.to !== null && m.cursor === w.cursor) return;
     if (!m.resync && m.from !== w.cursor) {
       this.#tell({
         kind: "sync",

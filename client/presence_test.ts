@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import {
+  browserLocks,
   type Clock,
   KIT_STATES,
   type KitError,
@@ -2010,4 +2011,9 @@ Deno.test("PresenceKit.watch tabs: without locks (or without a channel) every ta
   assert.equal(b.reads().length, 2);
   a.kit.dispose();
   b.kit.dispose();
+});
+
+Deno.test("browserLocks: none where there is no page (Deno has navigator.locks but no document): a server's kits poll for themselves", () => {
+  assert.equal(typeof (navigator as { locks?: unknown }).locks, "object");
+  assert.equal(browserLocks(), null);
 });
