@@ -361,7 +361,7 @@ async function until(done: () => boolean, what: string): Promise<void> {
 }
 
 e2eTest(
-  "demo page: the tabs of one user read the presence API as one: one tab polls, every tab shows another user's pings; closing that tab, another polls",
+  "demo page: the tabs of one user read the presence API as one: one tab polls, every tab shows another user's pings; when that tab is hidden, crashes or closes, another polls",
   async () => {
     const gil = await member("gil");
     const hana = await member("hana");
@@ -383,13 +383,13 @@ e2eTest(
     };
     // Reads per interval (250 ms) while the tabs watch, logged for the
     // record: never asserted, only the counts per tab are.
-    const window = async (tabs: Page[]) => {
+    const window = async (tabs: Page[], when: string) => {
       reads.clear();
       const from = Date.now();
       await until(() => total() >= 12, "reads go on");
       const intervals = (Date.now() - from) / 250;
       console.log(
-        `presence reads per interval with ${tabs.length} tab(s): ${
+        `presence reads per interval, ${tabs.length} tab(s) ${when}: ${
           (total() / intervals).toFixed(2)
         }`,
       );
@@ -399,7 +399,7 @@ e2eTest(
     };
     try {
       const tabs = [await signedIn(gil, context)];
-      await window(tabs);
+      await window(tabs, "open");
       tabs.push(await signedIn(gil, context));
       tabs.push(await signedIn(gil, context));
       for (const tab of tabs) {
@@ -414,23 +414,43 @@ e2eTest(
       for (const tab of tabs) {
         await tab.waitForSelector(userItem(hana.rowId!, "online"), WAIT);
       }
-      const leader = await window(tabs);
+      const leader = await window(tabs, "open");
       await ping("offline");
       for (const tab of tabs) {
         await tab.waitForSelector(userItem(hana.rowId!, "offline"), WAIT);
       }
       assert.equal(total(), readsOf(leader), "still one tab");
 
-      // The polling tab closes: one of the others polls, and every tab
-      // left still sees changes.
-      await leader.close({ runBeforeUnload: true });
-      tabs.splice(tabs.indexOf(leader), 1);
-      const next = await window(tabs);
-      assert.notEqual(next, leader);
+      // The polling tab is hidden (it pauses): a visible one polls. Shown
+      // again, the first one is handed the map and does not poll.
+      await setHidden(leader, true);
+      const second = await window(tabs, "open, the polling one hidden");
+      assert.notEqual(second, leader);
       await ping("online");
+      await setHidden(leader, false);
       for (const tab of tabs) {
         await tab.waitForSelector(userItem(hana.rowId!, "online"), WAIT);
       }
+      assert.equal(total(), readsOf(second), "the shown tab does not poll");
+
+      // The polling tab crashes (the browser frees its lock), then the next
+      // one closes: each time one of the tabs left polls, and they all
+      // still see changes.
+      const cdp = await context.newCDPSession(second);
+      const crashed = second.waitForEvent("crash", WAIT);
+      cdp.send("Page.crash").catch(() => {});
+      await crashed;
+      tabs.splice(tabs.indexOf(second), 1);
+      const third = await window(tabs, "left after a crash");
+      await ping("offline");
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "offline"), WAIT);
+      }
+      await third.close({ runBeforeUnload: true });
+      tabs.splice(tabs.indexOf(third), 1);
+      await window(tabs, "left after a close");
+      await ping("online");
+      await tabs[0].waitForSelector(userItem(hana.rowId!, "online"), WAIT);
     } finally {
       await context.close();
     }
