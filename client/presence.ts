@@ -1311,8 +1311,8 @@ export class PresenceKit {
       w.cursor = cursor;
       w.failures = 0;
       w.offlineFailure = false;
-      // The other tabs' watchers of this user read it from here (the
-      // answers' own arrays: they are the app's to keep).
+      // The user's other watchers read it from here; told before this
+      // watcher's callback, which may change the arrays it is handed.
       if (w.share?.leading) {
         this.#tell({
           kind: "read",

@@ -2001,6 +2001,27 @@ Deno.test("PresenceKit.watch tabs: tabs of different users each poll, and never 
   for (const t of [a, b, c]) t.kit.dispose();
 });
 
+Deno.test("PresenceKit.watch tabs: two watchers of one kit (one tab) share its polls too: one stream of reads, the second watcher handed each", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const a = watchingTab(bus, locks, clock, presenceServer());
+  await clock.advance(0);
+  const second: Seen[] = [];
+  a.kit.watch((users, { changed, resync }) =>
+    second.push({
+      ids: [...users.keys()],
+      changed: changed.map((u) => u.id),
+      resync,
+    })
+  );
+  await clock.advance(20_000);
+  assert.equal(a.reads().length, 3);
+  assert.deepEqual(second, [
+    { ids: [1], changed: [1], resync: true },
+    ...a.seen.slice(1),
+  ]);
+  a.kit.dispose();
+});
+
 Deno.test("PresenceKit.watch tabs: without locks (or without a channel) every tab polls for itself, as before", async () => {
   const bus = new FakeBus(), clock = new FakeClock();
   const server = presenceServer();
