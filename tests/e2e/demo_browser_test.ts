@@ -401,6 +401,7 @@ e2eTest(
       const tabs = [await signedIn(gil, context)];
       await window(tabs, "open");
       tabs.push(await signedIn(gil, context));
+      await window(tabs, "open");
       tabs.push(await signedIn(gil, context));
       for (const tab of tabs) {
         const state = await tab.evaluate(() =>
