@@ -2022,6 +2022,34 @@ Deno.test("PresenceKit.watch tabs: two watchers of one kit (one tab) share its p
   a.kit.dispose();
 });
 
+Deno.test("PresenceKit.watch tabs: two kits in one page (the real BroadcastChannel, which delivers within a page) share the reads too, though they count as one tab", async () => {
+  const locks = new FakeLocks(), clock = new FakeClock();
+  const server = presenceServer();
+  const url = `http://realm-${crypto.randomUUID()}.test/`;
+  const kits = [0, 1].map(() => {
+    const t = setup({
+      clock,
+      url,
+      tabs: undefined,
+      locks,
+      watchIntervalMs: 10_000,
+    });
+    t.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+    t.client.reply = server;
+    const seen: number[][] = [];
+    t.kit.watch((users) => seen.push([...users.keys()]));
+    return { ...t, seen };
+  });
+  await clock.advance(20_000);
+  const reads = kits.map((k) =>
+    k.client.calls.filter((c) => c.name === "presence").length
+  );
+  assert.deepEqual(reads.toSorted(), [0, 3]);
+  assert.deepEqual(kits[0].seen, kits[1].seen);
+  assert.equal(kits[0].seen.length, 3);
+  for (const k of kits) k.kit.dispose();
+});
+
 Deno.test("PresenceKit.watch tabs: without locks (or without a channel) every tab polls for itself, as before", async () => {
   const bus = new FakeBus(), clock = new FakeClock();
   const server = presenceServer();
