@@ -114,11 +114,18 @@ export interface TabChannel {
 }
 
 /**
- * What tabs tell each other: `here` (running, now and then), `bye`
- * (closing), or `out` (signing the user out with
- * {@linkcode PresenceKit.signOut}, its `offline` sent).
+ * What tabs tell each other: about the tab ({@linkcode TabPresence}), or
+ * about watching ({@linkcode TabSync}, {@linkcode TabRead}): one tab per
+ * user polls for all of them (see {@linkcode PresenceKit.watch}).
  */
-export interface TabMessage {
+export type TabMessage = TabPresence | TabSync | TabRead;
+
+/**
+ * A tab is `here` (running, now and then), says `bye` (closing), or is
+ * `out` (signing the user out with {@linkcode PresenceKit.signOut}, its
+ * `offline` sent).
+ */
+export interface TabPresence {
   kind: "here" | "bye" | "out";
   /** The sending tab's random id. */
   tab: string;
@@ -127,11 +134,51 @@ export interface TabMessage {
 }
 
 /**
+ * A watcher that does not poll (another tab of its user does) asks the
+ * polling one for the map it holds: it has just started watching, has been
+ * hidden, or missed a read.
+ */
+export interface TabSync {
+  kind: "sync";
+  tab: string;
+  /** The watcher's user (`sub`): only that user's polling tab answers. */
+  user: string;
+  /** The asking watcher's id. */
+  watcher: string;
+}
+
+/**
+ * What the polling tab read: a poll's changes (`to: null`, for every
+ * watcher of `user`), or its whole map in answer to a {@linkcode TabSync}
+ * (`to`: that watcher; `resync: true`).
+ */
+export interface TabRead {
+  kind: "read";
+  tab: string;
+  /** Whose read it is (`sub`): another user's is never applied. */
+  user: string;
+  /** The watcher it answers, or `null`: every watcher of `user`. */
+  to: string | null;
+  /**
+   * The cursor the read went on from, or `null` for a full read (then
+   * `resync` is true): a watcher at another cursor missed a read and asks
+   * for the map again rather than apply it.
+   */
+  from: string | null;
+  /** The cursor after the read. */
+  cursor: string;
+  changed: PresenceUser[];
+  removed: number[];
+  resync: boolean;
+}
+
+/**
  * The browser's `BroadcastChannel` named for the project, or `null` where
- * there is none (then every tab acts alone). Messages from this page's own
- * kits are not heard: a channel delivers to every other channel object of
- * its name, those of the same page too, and two kits in one page (a form
- * submitted twice, a component mounted twice) are one tab, not two.
+ * there is none (then every tab acts alone). A tab's presence messages from
+ * this page's own kits are not heard: a channel delivers to every other
+ * channel object of its name, those of the same page too, and two kits in
+ * one page (a form submitted twice, a component mounted twice) are one tab,
+ * not two. Watching messages are heard from every kit, this page's too.
  */
 export function browserTabs(url: string): TabChannel | null {
   const BC = (globalThis as unknown as {
@@ -152,15 +199,59 @@ export function browserTabs(url: string): TabChannel | null {
     onMessage: (fn) => {
       const listener = (e: { data: unknown }) => {
         const m = e.data as (TabMessage & { realm?: string }) | null;
-        if (!m || m.realm === _REALM) return;
+        if (!m || typeof m !== "object") return;
         if (m.kind === "here" || m.kind === "bye" || m.kind === "out") {
-          fn({ kind: m.kind, tab: m.tab, user: m.user });
+          if (m.realm !== _REALM) {
+            fn({ kind: m.kind, tab: m.tab, user: m.user });
+          }
+        } else if (m.kind === "sync" || m.kind === "read") {
+          const { realm: _, ...message } = m;
+          fn(message);
         }
       };
       channel.addEventListener("message", listener);
       return () => channel.removeEventListener("message", listener);
     },
     close: () => channel.close(),
+  };
+}
+
+/**
+ * Locks shared by the tabs of one browser (same origin): what the kit
+ * needs of the Web Locks API (`navigator.locks`), which lets go of a tab's
+ * locks when the tab closes or crashes.
+ */
+export interface TabLocks {
+  /**
+   * Waits for the lock `name`, then calls `held` and keeps the lock until
+   * the promise `held` returns settles. A `signal` aborted while waiting
+   * leaves the queue (the returned promise rejects); once held, it does
+   * nothing.
+   */
+  request(
+    name: string,
+    options: { signal: AbortSignal },
+    held: () => Promise<void>,
+  ): Promise<unknown>;
+}
+
+/**
+ * The page's Web Locks (`navigator.locks`), or `null` where there are none
+ * or no page (then every watcher polls for itself). Deno has Web Locks but
+ * no `document`: a server's kits (where a `BroadcastChannel` may reach
+ * other isolates, which the locks do not) poll as they did.
+ */
+export function browserLocks(): TabLocks | null {
+  const g = globalThis as unknown as {
+    document?: unknown;
+    navigator?: { locks?: TabLocks };
+  };
+  const locks = g.navigator?.locks;
+  if (!g.document || !locks || typeof locks.request !== "function") {
+    return null;
+  }
+  return {
+    request: (name, options, held) => locks.request(name, options, held),
   };
 }
 
@@ -238,6 +329,13 @@ export interface PresenceKitOptions {
    * where there is one; `null`: this tab acts alone).
    */
   tabs?: TabChannel | null;
+  /**
+   * Locks between the user's tabs, so that one tab polls for all their
+   * watchers (default: {@linkcode browserLocks}, the page's
+   * `navigator.locks`; `null`, or no `tabs`: every watcher polls for
+   * itself).
+   */
+  locks?: TabLocks | null;
   /** Notes for the next page of this tab (default: `sessionStorage`). */
   notes?: TabNotes | null;
 }
@@ -425,6 +523,8 @@ export class PresenceKit {
   #unsubscribe: Array<() => void> = [];
   #watchers = new Set<_Watcher>();
   readonly #tabs: TabChannel | null;
+  readonly #locks: TabLocks | null;
+  #watchersMade = 0;
   readonly #notes: TabNotes | null;
   readonly #tabId: string;
   // Other tabs of this origin: when each last spoke, and as whom.
@@ -492,6 +592,7 @@ export class PresenceKit {
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
     this.#ownsTabs = options.tabs === undefined;
     this.#tabs = this.#ownsTabs ? browserTabs(this.#url) : options.tabs ?? null;
+    this.#locks = options.locks === undefined ? browserLocks() : options.locks;
     this.#notes = options.notes === undefined ? _sessionNotes() : options.notes;
     this.#tabId = `${this.#clock.now().toString(36)}-${
       Math.floor(this.#random() * 2 ** 32).toString(36)
@@ -618,6 +719,16 @@ export class PresenceKit {
    * map of users by id: deltas are applied, a `resync` answer replaces the
    * map. Pauses with the page. Returns a function that stops watching.
    *
+   * With several tabs of one signed-in user (same browser, same project),
+   * one visible tab polls and hands each read to the others' watchers over
+   * `tabs`, who get the same map and change as if they had polled (a
+   * watcher that starts, or shows again, while another tab polls first gets
+   * that tab's whole map, `resync: true`). The polling tab holds a lock
+   * (`locks`): when it stops watching, hides, signs out, closes or crashes,
+   * a visible tab that watches takes over at once. Only the polling tab
+   * reports the poll's errors. Without `tabs` or `locks`, or before a
+   * session, every watcher polls for itself.
+   *
    * @example
    * ```ts
    * const unwatch = kit.watch((users, { changed }) => console.log(users.size, changed));
@@ -626,6 +737,7 @@ export class PresenceKit {
   watch(onChange: OnPresenceChange): () => void {
     this.#alive("watch");
     const w: _Watcher = {
+      id: `${this.#tabId}/${++this.#watchersMade}`,
       onChange,
       users: new Map(),
       cursor: null,
@@ -636,18 +748,23 @@ export class PresenceKit {
       partial: null,
       stopped: false,
       off: () => {},
+      joining: this.#tabs !== null && this.#locks !== null,
+      share: null,
     };
     this.#watchers.add(w);
-    if (!this.#page.hidden()) void this.#poll(w);
+    if (w.joining) void this.#share(w);
+    else if (!this.#page.hidden()) void this.#poll(w);
     w.off = this.#page.onVisibilityChange(() => {
-      if (w.stopped) return;
-      if (this.#page.hidden()) this.#clearWatch(w);
+      if (w.stopped || w.joining) return;
+      if (this.#page.hidden()) {
+        this.#clearWatch(w);
+        // A hidden tab pauses: a visible one polls instead.
+        this.#leave(w);
+      } else if (w.share) this.#join(w);
       else if (!w.busy) void this.#poll(w);
     });
     return () => {
-      w.stopped = true;
-      w.off();
-      this.#clearWatch(w);
+      this.#endWatch(w);
       this.#watchers.delete(w);
     };
   }
@@ -679,12 +796,15 @@ export class PresenceKit {
   }
 
   #stopWatchers(): void {
-    for (const w of this.#watchers) {
-      w.stopped = true;
-      w.off();
-      this.#clearWatch(w);
-    }
+    for (const w of this.#watchers) this.#endWatch(w);
     this.#watchers.clear();
+  }
+
+  #endWatch(w: _Watcher): void {
+    w.stopped = true;
+    w.off();
+    this.#clearWatch(w);
+    this.#leave(w);
   }
 
   // ---- pings ------------------------------------------------------------
@@ -783,6 +903,10 @@ export class PresenceKit {
 
   #heard(m: TabMessage): void {
     if (m.tab === this.#tabId) return;
+    if (m.kind === "sync" || m.kind === "read") {
+      this.#heardWatch(m);
+      return;
+    }
     if (m.kind === "out") {
       this.#siblingOut = { user: m.user, at: this.#elapsed() };
     }
@@ -1087,7 +1211,9 @@ export class PresenceKit {
       this.#tick();
     }
     for (const w of this.#watchers) {
-      if (w.offlineFailure && !w.busy && !w.stopped) void this.#poll(w);
+      if (w.offlineFailure && !w.busy && !w.stopped && this.#polls(w)) {
+        void this.#poll(w);
+      }
     }
   }
 
@@ -1103,7 +1229,7 @@ export class PresenceKit {
   }
 
   async #poll(w: _Watcher): Promise<void> {
-    if (w.stopped || w.busy) return;
+    if (w.stopped || w.busy || !this.#polls(w)) return;
     this.#clearWatch(w);
     w.busy = true;
     let wait = this.#spread(this.#watchIntervalMs);
@@ -1185,19 +1311,22 @@ export class PresenceKit {
       w.cursor = cursor;
       w.failures = 0;
       w.offlineFailure = false;
-      try {
-        w.onChange(w.users, { changed: users, removed, resync });
-      } catch (error) {
-        // The app's bug, not the API's: reported as such, and the poll
-        // keeps its interval (never the backoff of a failed read, which
-        // would poll every second while the app throws).
-        this.#emit("error", {
-          source: "watch",
-          code: "callback",
-          status: 200,
-          message: _message(error),
+      // The user's other watchers read it from here; told before this
+      // watcher's callback, which may change the arrays it is handed.
+      if (w.share?.leading) {
+        this.#tell({
+          kind: "read",
+          tab: this.#tabId,
+          user: w.share.user,
+          to: null,
+          from: resync ? null : since,
+          cursor: w.cursor,
+          changed: users,
+          removed,
+          resync,
         });
       }
+      this.#changed(w, { changed: users, removed, resync });
     } catch (failure) {
       if (w.stopped) return;
       const answer = _isAnswer(failure) ? failure : _noAnswer(failure);
@@ -1227,9 +1356,160 @@ export class PresenceKit {
     } finally {
       w.busy = false;
     }
-    if (!w.stopped && !this.#page.hidden()) {
+    if (!w.stopped && !this.#page.hidden() && this.#polls(w)) {
       w.timer = this.#clock.setTimeout(() => void this.#poll(w), wait);
     }
+  }
+
+  #changed(w: _Watcher, change: Parameters<OnPresenceChange>[1]): void {
+    try {
+      w.onChange(w.users, change);
+    } catch (error) {
+      // The app's bug, not the API's: reported as such, and the poll
+      // keeps its interval (never the backoff of a failed read, which
+      // would poll every second while the app throws).
+      this.#emit("error", {
+        source: "watch",
+        code: "callback",
+        status: 200,
+        message: _message(error),
+      });
+    }
+  }
+
+  // ---- one poller per user and browser ----------------------------------
+  //
+  // The watchers of one user in one browser queue for one lock; the one
+  // that holds it polls and tells the others what it read. The browser's
+  // Web Locks rather than heartbeats of our own: it lets go of a closed or
+  // crashed tab's lock at once, where a heartbeat would leave the other
+  // tabs without reads until it timed out, and it never grants the lock to
+  // two tabs (a heartbeat's election can, with clocks of throttled
+  // background tabs).
+
+  // Whether `w` polls: alone, or holding its user's lock.
+  #polls(w: _Watcher): boolean {
+    return !w.joining && (w.share === null || w.share.leading);
+  }
+
+  // Who the watcher reads as decides whom it shares with: the API's answer
+  // depends on the caller, so never across users. No session: alone.
+  async #share(w: _Watcher): Promise<void> {
+    if (this.#token === null) await this.#session();
+    w.joining = false;
+    if (w.stopped) return;
+    const user = this.#user();
+    if (user !== null) w.share = { user, leading: false, leave: null };
+    if (this.#page.hidden()) return; // Joins when shown.
+    if (w.share) this.#join(w);
+    else void this.#poll(w);
+  }
+
+  // Queues for the user's lock, polls once it holds it, and meanwhile asks
+  // the tab that holds it for its map.
+  #join(w: _Watcher): void {
+    const share = w.share;
+    if (!share || share.leave || w.stopped) return;
+    const abort = new AbortController();
+    let release = () => {};
+    const held = new Promise<void>((resolve) => release = resolve);
+    const leave = () => {
+      abort.abort();
+      release();
+    };
+    share.leave = leave;
+    this.#locks!.request(
+      `presence-kit:watch:${this.#url}:${share.user}`,
+      { signal: abort.signal },
+      () => {
+        // Granted after it left: let go at once.
+        if (share.leave !== leave || w.stopped) return Promise.resolve();
+        share.leading = true;
+        // At once: the tab before may have been gone for a while (hidden,
+        // crashed), and the map's cursor makes this read a short one.
+        void this.#poll(w);
+        return held;
+      },
+    ).catch(() => {}); // Left the queue.
+    this.#tell({
+      kind: "sync",
+      tab: this.#tabId,
+      user: share.user,
+      watcher: w.id,
+    });
+  }
+
+  // Out of the queue, or lets go of the lock: the next watcher in the
+  // queue polls.
+  #leave(w: _Watcher): void {
+    const share = w.share;
+    if (!share) return;
+    share.leave?.();
+    share.leave = null;
+    share.leading = false;
+  }
+
+  // To the other tabs, and to this kit's own other watchers (a channel
+  // does not deliver to the object that posts).
+  #tell(m: TabSync | TabRead): void {
+    this.#tabs?.post(m);
+    this.#heardWatch(structuredClone(m));
+  }
+
+  #heardWatch(m: TabSync | TabRead): void {
+    for (const w of this.#watchers) {
+      const share = w.share;
+      // Another user's messages are never read; a watcher out of the
+      // queue (hidden) is paused, and asks again when shown.
+      if (!share || share.user !== m.user || !share.leave || w.stopped) {
+        continue;
+      }
+      if (m.kind === "sync") {
+        if (share.leading && w.cursor !== null && m.watcher !== w.id) {
+          this.#tell({
+            kind: "read",
+            tab: this.#tabId,
+            user: share.user,
+            to: m.watcher,
+            from: null,
+            cursor: w.cursor,
+            changed: [...w.users.values()],
+            removed: [],
+            resync: true,
+          });
+        }
+      } else if (!share.leading && (m.to === null || m.to === w.id)) {
+        this.#follow(w, m);
+      }
+    }
+  }
+
+  // A read of the polling tab, applied as if this watcher had polled;
+  // one that does not go on from this watcher's cursor (a read missed)
+  // is not, the polling tab is asked for its map instead.
+  #follow(w: _Watcher, m: TabRead): void {
+    // A second answer to its asking (it asked twice), or one it has.
+    if (m.to !== null && m.cursor === w.cursor) return;
+    if (!m.resync && m.from !== w.cursor) {
+      this.#tell({
+        kind: "sync",
+        tab: this.#tabId,
+        user: m.user,
+        watcher: w.id,
+      });
+      return;
+    }
+    const map = m.resync ? new Map<number, PresenceUser>() : new Map(w.users);
+    for (const u of m.changed) map.set(u.id, u);
+    for (const id of m.removed) map.delete(id);
+    w.users = map;
+    w.cursor = m.cursor;
+    w.partial = null;
+    this.#changed(w, {
+      changed: m.changed,
+      removed: m.removed,
+      resync: m.resync,
+    });
   }
 
   // ---- plumbing ---------------------------------------------------------
@@ -1293,6 +1573,8 @@ export class PresenceKit {
 }
 
 interface _Watcher {
+  /** Its id among the user's watchers in this browser. */
+  id: string;
   onChange: OnPresenceChange;
   users: Map<number, PresenceUser>;
   cursor: string | null;
@@ -1306,6 +1588,19 @@ interface _Watcher {
   stopped: boolean;
   /** Removes its visibility listener. */
   off: () => void;
+  /** Finding out (the session) whether it shares its user's polls. */
+  joining: boolean;
+  /** Shared with the user's other watchers in this browser, or alone. */
+  share: _Share | null;
+}
+
+interface _Share {
+  /** The user (`sub`) it reads as. */
+  user: string;
+  /** Holds the user's lock: polls for every watcher of the user. */
+  leading: boolean;
+  /** In the lock's queue or holding it: leaves; `null` while out. */
+  leave: (() => void) | null;
 }
 
 // A poll's read so far: the cursor of its first page, the page to read

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import {
+  browserLocks,
   type Clock,
   KIT_STATES,
   type KitError,
@@ -23,6 +24,7 @@ import {
   TAB_ALIVE_MS,
   TAB_HEARTBEAT_MS,
   type TabChannel,
+  type TabLocks,
   type TabMessage,
   type TabNotes,
 } from "./presence.ts";
@@ -1770,4 +1772,297 @@ Deno.test("PresenceKit tabs: a page started right after its tab's previous page 
   later.kit.start();
   await clock.advance(5_000);
   assert.equal(later.client.pings("online"), 1);
+});
+
+/**
+ * Web Locks in memory: one holder per name, the others queued in order; a
+ * signal aborted while queued leaves the queue.
+ */
+class FakeLocks implements TabLocks {
+  #held = new Set<string>();
+  #queues = new Map<string, Array<() => void>>();
+  request(
+    name: string,
+    options: { signal: AbortSignal },
+    held: () => Promise<void>,
+  ): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const queue = this.#queues.get(name) ?? [];
+      this.#queues.set(name, queue);
+      const onAbort = () => {
+        const i = queue.indexOf(grant);
+        if (i < 0) return; // Held already: the signal does nothing.
+        queue.splice(i, 1);
+        reject(new DOMException("aborted", "AbortError"));
+      };
+      const grant = () => {
+        options.signal.removeEventListener("abort", onAbort);
+        held().then(resolve, reject).finally(() => {
+          this.#held.delete(name);
+          this.#next(name);
+        });
+      };
+      options.signal.addEventListener("abort", onAbort);
+      queue.push(grant);
+      this.#next(name);
+    });
+  }
+  #next(name: string) {
+    if (this.#held.has(name)) return;
+    const grant = this.#queues.get(name)?.shift();
+    if (!grant) return;
+    this.#held.add(name);
+    queueMicrotask(grant);
+  }
+}
+
+/**
+ * The `presence` read API of one project, as several tabs' clients see it:
+ * a full read lists user 1, each read after it changes user `n + 1`.
+ */
+function presenceServer() {
+  let reads = 0;
+  return (call: Call): Reply => {
+    if (call.name !== "presence") {
+      return { status: 200, body: _pingBody(String(call.body.state)) };
+    }
+    reads++;
+    const full = call.body.cursor === undefined;
+    return {
+      status: 200,
+      body: {
+        ok: true,
+        users: [user(full ? 1 : reads, "online")],
+        removed: full ? [] : [reads - 1],
+        next_after_id: null,
+        cursor: `c${reads}`,
+        resync: false,
+      },
+    };
+  };
+}
+
+type Seen = { ids: number[]; changed: number[]; resync: boolean };
+
+/**
+ * A tab of `sub` in a browser of its own (`bus`, `locks`), its client
+ * answered by `server`; its watcher's calls are recorded in `seen`.
+ */
+function watchingTab(
+  bus: FakeBus,
+  locks: TabLocks | null,
+  clock: FakeClock,
+  server: (call: Call) => Reply,
+  sub = "ana",
+) {
+  const t = setup({
+    clock,
+    tabs: bus.channel(),
+    locks,
+    watchIntervalMs: 10_000,
+  });
+  t.client.emitAuth("SIGNED_IN", { access_token: tokenFor(sub) });
+  t.client.reply = server;
+  const seen: Seen[] = [];
+  const unwatch = t.kit.watch((users, { changed, resync }) =>
+    seen.push({
+      ids: [...users.keys()].sort((a, b) => a - b),
+      changed: changed.map((u) => u.id),
+      resync,
+    })
+  );
+  const reads = () => t.client.calls.filter((c) => c.name === "presence");
+  return { ...t, seen, unwatch, reads };
+}
+
+Deno.test("PresenceKit.watch tabs: two tabs of one user send one stream of presence reads; the other tab's watcher gets the same maps and changes, first the whole map (resync)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = presenceServer();
+  const a = watchingTab(bus, locks, clock, server);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, server);
+  await clock.advance(0);
+  await clock.advance(30_000);
+  assert.equal(a.reads().length, 4);
+  assert.equal(b.reads().length, 0);
+  assert.deepEqual(a.seen, [
+    { ids: [1], changed: [1], resync: true },
+    { ids: [2], changed: [2], resync: false },
+    { ids: [3], changed: [3], resync: false },
+    { ids: [4], changed: [4], resync: false },
+  ]);
+  // The tab that came second: a's map as it was, then each of a's reads.
+  assert.deepEqual(b.seen, [
+    { ids: [1], changed: [1], resync: true },
+    ...a.seen.slice(1),
+  ]);
+  assert.deepEqual(b.errors, []);
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
+for (
+  const [how, goAway] of [
+    ["stops watching", (t: ReturnType<typeof watchingTab>) => t.unwatch()],
+    [
+      "is hidden",
+      (t: ReturnType<typeof watchingTab>) => t.page.setHidden(true),
+    ],
+    ["is disposed", (t: ReturnType<typeof watchingTab>) => t.kit.dispose()],
+    [
+      "signs out",
+      (t: ReturnType<typeof watchingTab>) =>
+        t.client.emitAuth("SIGNED_OUT", null),
+    ],
+  ] as const
+) {
+  Deno.test(`PresenceKit.watch tabs: when the polling tab ${how}, the other tab polls within one interval, from the cursor it was handed`, async () => {
+    const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+    const server = presenceServer();
+    const a = watchingTab(bus, locks, clock, server);
+    await clock.advance(0);
+    const b = watchingTab(bus, locks, clock, server);
+    await clock.advance(10_000);
+    assert.equal(b.reads().length, 0);
+    const aReads = a.reads().length;
+    goAway(a);
+    await clock.advance(10_000 - 1);
+    assert.equal(a.reads().length, aReads, "a polls no more");
+    assert.ok(b.reads().length >= 1, "b polls");
+    // Changes since a's last read, not a full read.
+    assert.equal(b.reads()[0].body.cursor, `c${aReads}`);
+    assert.deepEqual(b.seen.at(-1), {
+      ids: [aReads + 1],
+      changed: [aReads + 1],
+      resync: false,
+    });
+    if (how === "is hidden") {
+      // Shown again, a gets b's map and polls no more while b does.
+      const shown = a.seen.length;
+      a.page.setHidden(false);
+      await clock.advance(20_000);
+      assert.equal(a.reads().length, aReads);
+      assert.deepEqual(a.seen[shown], {
+        ids: b.seen.at(-3)!.ids,
+        changed: b.seen.at(-3)!.ids,
+        resync: true,
+      });
+      assert.deepEqual(a.seen.slice(shown + 1), b.seen.slice(-2));
+    }
+    a.kit.dispose();
+    b.kit.dispose();
+  });
+}
+
+Deno.test("PresenceKit.watch tabs: the polling tab's failures are its own; the other tab reports nothing and does not poll", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = presenceServer();
+  const a = watchingTab(bus, locks, clock, server);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, server);
+  await clock.advance(0);
+  a.client.reply = () => ({ status: 503, body: { code: "idp_unavailable" } });
+  await clock.advance(30_000);
+  assert.ok(a.errors.length >= 1);
+  assert.equal(a.errors[0].code, "idp_unavailable");
+  assert.deepEqual(b.errors, []);
+  assert.equal(b.reads().length, 0);
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: tabs of different users each poll, and never apply each other's reads", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const a = watchingTab(bus, locks, clock, presenceServer(), "ana");
+  const b = watchingTab(bus, locks, clock, presenceServer(), "bruno");
+  const c = watchingTab(bus, locks, clock, presenceServer(), "bruno");
+  await clock.advance(20_000);
+  assert.equal(a.reads().length, 3);
+  assert.equal(a.seen.length, 3);
+  assert.equal(b.reads().length + c.reads().length, 3);
+  // A read of another user's on the channel, for every watcher: bruno's
+  // tab that does not poll drops it.
+  const follower = b.reads().length === 0 ? b : c;
+  const before = follower.seen.length;
+  bus.channel().post({
+    kind: "read",
+    tab: "ana-tab",
+    user: "ana",
+    to: null,
+    from: null,
+    cursor: "x",
+    changed: [user(99, "online")],
+    removed: [],
+    resync: true,
+  });
+  await clock.advance(0);
+  assert.equal(follower.seen.length, before);
+  assert.ok(follower.seen.every((s) => !s.ids.includes(99)));
+  for (const t of [a, b, c]) t.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: two watchers of one kit (one tab) share its polls too: one stream of reads, the second watcher handed each", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const a = watchingTab(bus, locks, clock, presenceServer());
+  await clock.advance(0);
+  const second: Seen[] = [];
+  a.kit.watch((users, { changed, resync }) =>
+    second.push({
+      ids: [...users.keys()],
+      changed: changed.map((u) => u.id),
+      resync,
+    })
+  );
+  await clock.advance(20_000);
+  assert.equal(a.reads().length, 3);
+  assert.deepEqual(second, [
+    { ids: [1], changed: [1], resync: true },
+    ...a.seen.slice(1),
+  ]);
+  a.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: two kits in one page (the real BroadcastChannel, which delivers within a page) share the reads too, though they count as one tab", async () => {
+  const locks = new FakeLocks(), clock = new FakeClock();
+  const server = presenceServer();
+  const url = `http://realm-${crypto.randomUUID()}.test/`;
+  const kits = [0, 1].map(() => {
+    const t = setup({
+      clock,
+      url,
+      tabs: undefined,
+      locks,
+      watchIntervalMs: 10_000,
+    });
+    t.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+    t.client.reply = server;
+    const seen: number[][] = [];
+    t.kit.watch((users) => seen.push([...users.keys()]));
+    return { ...t, seen };
+  });
+  await clock.advance(20_000);
+  const reads = kits.map((k) =>
+    k.client.calls.filter((c) => c.name === "presence").length
+  );
+  assert.deepEqual(reads.toSorted(), [0, 3]);
+  assert.deepEqual(kits[0].seen, kits[1].seen);
+  assert.equal(kits[0].seen.length, 3);
+  for (const k of kits) k.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: without locks (or without a channel) every tab polls for itself, as before", async () => {
+  const bus = new FakeBus(), clock = new FakeClock();
+  const server = presenceServer();
+  const a = watchingTab(bus, null, clock, server);
+  const b = watchingTab(bus, null, clock, server);
+  await clock.advance(10_000);
+  assert.equal(a.reads().length, 2);
+  assert.equal(b.reads().length, 2);
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
+Deno.test("browserLocks: none where there is no page (Deno has navigator.locks but no document): a server's kits poll for themselves", () => {
+  assert.equal(typeof (navigator as { locks?: unknown }).locks, "object");
+  assert.equal(browserLocks(), null);
 });

@@ -351,6 +351,113 @@ e2eTest(
   },
 );
 
+/** Waits until `done()` holds (`WAIT.timeout` at most), failing with `what`. */
+async function until(done: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + WAIT.timeout;
+  while (!done()) {
+    assert.ok(Date.now() < deadline, what);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+e2eTest(
+  "demo page: the tabs of one user read the presence API as one: one tab polls, every tab shows another user's pings; when that tab is hidden, crashes or closes, another polls",
+  async () => {
+    const gil = await member("gil");
+    const hana = await member("hana");
+    const context = await browser.newContext();
+    // The presence reads each tab sends (not its presence-ping pings).
+    const reads = new Map<Page, number>();
+    context.on("request", (request) => {
+      if (!request.url().endsWith("/functions/v1/presence")) return;
+      const page = request.frame().page();
+      reads.set(page, (reads.get(page) ?? 0) + 1);
+    });
+    const readsOf = (page: Page) => reads.get(page) ?? 0;
+    const total = () => [...reads.values()].reduce((a, b) => a + b, 0);
+    const ping = async (state: "online" | "offline") => {
+      const { error } = await hana.client.functions.invoke("presence-ping", {
+        body: { state },
+      });
+      assert.equal(error, null);
+    };
+    // Reads per interval (250 ms) while the tabs watch, logged for the
+    // record: never asserted, only the counts per tab are.
+    const window = async (tabs: Page[], when: string) => {
+      reads.clear();
+      const from = Date.now();
+      await until(() => total() >= 12, "reads go on");
+      const intervals = (Date.now() - from) / 250;
+      console.log(
+        `presence reads per interval, ${tabs.length} tab(s) ${when}: ${
+          (total() / intervals).toFixed(2)
+        }`,
+      );
+      const polling = tabs.filter((tab) => readsOf(tab) > 0);
+      assert.equal(polling.length, 1, "one tab sends the reads");
+      return polling[0];
+    };
+    try {
+      const tabs = [await signedIn(gil, context)];
+      await window(tabs, "open");
+      tabs.push(await signedIn(gil, context));
+      await window(tabs, "open");
+      tabs.push(await signedIn(gil, context));
+      for (const tab of tabs) {
+        const state = await tab.evaluate(() =>
+          (globalThis as unknown as {
+            document: { visibilityState: string };
+          }).document.visibilityState
+        );
+        assert.equal(state, "visible");
+      }
+      await ping("online");
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "online"), WAIT);
+      }
+      const leader = await window(tabs, "open");
+      await ping("offline");
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "offline"), WAIT);
+      }
+      assert.equal(total(), readsOf(leader), "still one tab");
+
+      // The polling tab is hidden (it pauses): a visible one polls. Shown
+      // again, the first one is handed the map and does not poll.
+      await setHidden(leader, true);
+      const second = await window(tabs, "open, the polling one hidden");
+      assert.notEqual(second, leader);
+      await ping("online");
+      await setHidden(leader, false);
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "online"), WAIT);
+      }
+      assert.equal(total(), readsOf(second), "the shown tab does not poll");
+
+      // The polling tab crashes (the browser frees its lock), then the next
+      // one closes: each time one of the tabs left polls, and they all
+      // still see changes.
+      const cdp = await context.newCDPSession(second);
+      const crashed = second.waitForEvent("crash", WAIT);
+      cdp.send("Page.crash").catch(() => {});
+      await crashed;
+      tabs.splice(tabs.indexOf(second), 1);
+      const third = await window(tabs, "left after a crash");
+      await ping("offline");
+      for (const tab of tabs) {
+        await tab.waitForSelector(userItem(hana.rowId!, "offline"), WAIT);
+      }
+      await third.close({ runBeforeUnload: true });
+      tabs.splice(tabs.indexOf(third), 1);
+      await window(tabs, "left after a close");
+      await ping("online");
+      await tabs[0].waitForSelector(userItem(hana.rowId!, "online"), WAIT);
+    } finally {
+      await context.close();
+    }
+  },
+);
+
 e2eTest("demo page: the browser closes", async () => {
   await browser.close();
   assert.equal(browser.isConnected(), false);
