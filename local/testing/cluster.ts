@@ -203,8 +203,6 @@ alter default privileges for role supabase_auth_admin in schema auth
 export async function throwawayCluster(
   options: ClusterOptions = {},
 ): Promise<RestartableDb> {
-  const bin = _pgBin();
-  if (!bin) throw new Error(clusterUnavailable()!);
   // Checked before anything is made: they go into a shell line.
   const settings = Object.entries(options.settings ?? {}).map(
     ([name, value]) => {
@@ -214,50 +212,32 @@ export async function throwawayCluster(
       return ` -c ${name}=${value}`;
     },
   ).join("");
-  const root = Deno.uid() === 0;
-  const dir = await Deno.makeTempDir({ prefix: "test-pg-" });
-  const data = `${dir}/data`;
-  const log = `${dir}/server.log`;
-  const port = freePort();
-  const as = (line: string) =>
-    root ? _run("su", ["postgres", "-c", line]) : _run("sh", ["-c", line]);
-  if (root) await _run("chown", ["postgres", dir]);
-  const superuser = options.hosted ? "supabase_admin" : "postgres";
-  await as(
-    `${bin}/initdb -D ${data} -A trust -U ${superuser} --no-sync >/dev/null`,
-  );
-  if (options.tls) {
-    // server.crt and server.key in the data folder: PostgreSQL's defaults.
-    await as(
-      `openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -keyout ${data}/server.key -out ${data}/server.crt 2>/dev/null && chmod 600 ${data}/server.key`,
-    );
-  }
   const tls = options.tls ? " -c ssl=on" : "";
-  const start = () =>
-    as(
-      `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300${tls}${settings}" start >/dev/null`,
-    ).then(() => {});
-  try {
-    await start();
-  } catch (error) {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-    throw error;
-  }
+  const server = await _server("test-pg-", `${tls}${settings}`);
+  const { as, bin, data, port } = server;
   const secret = `test-${crypto.randomUUID()}`;
   const at = `:${secret}@127.0.0.1:${port}/postgres`;
-  let running = true;
-  if (options.hosted) {
-    try {
-      await _hostedShape(`postgresql://supabase_admin${at}`, secret);
-    } catch (error) {
-      await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
-        .catch(() => {});
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-      throw error;
+  try {
+    const superuser = options.hosted ? "supabase_admin" : "postgres";
+    await as(
+      `${bin}/initdb -D ${data} -A trust -U ${superuser} --no-sync >/dev/null`,
+    );
+    if (options.tls) {
+      // server.crt and server.key in the data folder: PostgreSQL's defaults.
+      await as(
+        `openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -keyout ${data}/server.key -out ${data}/server.crt 2>/dev/null && chmod 600 ${data}/server.key`,
+      );
     }
+    await server.db.start();
+    if (options.hosted) {
+      await _hostedShape(`postgresql://supabase_admin${at}`, secret);
+    }
+  } catch (error) {
+    await server.db.destroy().catch(() => {});
+    throw error;
   }
   return {
-    kind: "postgres",
+    ...server.db,
     url: `postgresql://postgres${at}`,
     ...(options.hosted
       ? {
@@ -265,22 +245,6 @@ export async function throwawayCluster(
         authUrl: `postgresql://supabase_auth_admin${at}`,
       }
       : {}),
-    async stop() {
-      await as(`${bin}/pg_ctl -D ${data} -m fast -w stop >/dev/null`);
-      running = false;
-    },
-    async start() {
-      await start();
-      running = true;
-    },
-    async destroy() {
-      if (running) {
-        await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
-          .catch(() => {});
-        running = false;
-      }
-      await Deno.remove(dir, { recursive: true });
-    },
   };
 }
 
@@ -296,25 +260,15 @@ export async function throwawayCluster(
 export async function restoredCopy(
   source: RestartableDb,
 ): Promise<RestartableDb> {
-  const bin = _pgBin();
-  if (!bin) throw new Error(clusterUnavailable()!);
-  const root = Deno.uid() === 0;
-  const dir = await Deno.makeTempDir({ prefix: "test-pg-restored-" });
-  const data = `${dir}/data`;
-  const log = `${dir}/server.log`;
-  const port = freePort();
-  const as = (line: string) =>
-    root ? _run("su", ["postgres", "-c", line]) : _run("sh", ["-c", line]);
-  const server =
-    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300`;
-  const url = new URL(source.url);
-  let running = false;
+  const server = await _server("test-pg-restored-", "");
+  const { as, bin, data, port } = server;
+  const from = new URL(source.url);
+  const url = source.url.replace(`:${from.port}/`, `:${port}/`);
   try {
-    if (root) await _run("chown", ["postgres", dir]);
     // The source's password is a secret for the log scan; trust
     // authentication ignores it, and it goes nowhere here.
     await as(
-      `${bin}/pg_basebackup -h 127.0.0.1 -p ${url.port} -U ${url.username} -D ${data} -X stream --no-sync`,
+      `${bin}/pg_basebackup -h 127.0.0.1 -p ${from.port} -U ${from.username} -D ${data} -X stream --no-sync`,
     );
     // Targeted recovery (recovery.signal) to the backup's end, from its own
     // WAL (no archive: restore_command fails), then a new timeline.
@@ -324,15 +278,9 @@ export async function restoredCopy(
       "restore_command = 'false'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n",
       { append: true },
     );
-    if (root) await _run("chown", ["-R", "postgres", data]);
-    await as(
-      `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "${server}" start >/dev/null`,
-    );
-    running = true;
-    const sql = postgres(source.url.replace(`:${url.port}/`, `:${port}/`), {
-      max: 1,
-      onnotice: () => {},
-    });
+    if (Deno.uid() === 0) await _run("chown", ["-R", "postgres", data]);
+    await server.db.start();
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
       for (let i = 0;; i++) {
         const [{ recovering }] = await sql`
@@ -345,33 +293,60 @@ export async function restoredCopy(
       await sql.end();
     }
   } catch (error) {
-    if (running) {
-      await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
-        .catch(() => {});
-    }
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await server.db.destroy().catch(() => {});
     throw error;
   }
+  return { ...server.db, url };
+}
+
+// A server's folder (made now, for the postgres user when run as root),
+// with its data folder (made by the caller), socket, log and loopback port;
+// and how the server there is started with `extra` settings, stopped, and
+// deleted with its folder: the one home of every throw-away cluster's
+// lifecycle. `db` has no URL yet: its caller knows the user and password.
+async function _server(prefix: string, extra: string): Promise<{
+  as: (line: string) => Promise<string>;
+  bin: string;
+  data: string;
+  port: number;
+  db: Omit<RestartableDb, "url">;
+}> {
+  const bin = _pgBin();
+  if (!bin) throw new Error(clusterUnavailable()!);
+  const root = Deno.uid() === 0;
+  const dir = await Deno.makeTempDir({ prefix });
+  const data = `${dir}/data`;
+  const log = `${dir}/server.log`;
+  const port = freePort();
+  const as = (line: string) =>
+    root ? _run("su", ["postgres", "-c", line]) : _run("sh", ["-c", line]);
+  if (root) await _run("chown", ["postgres", dir]);
+  let running = false;
   return {
-    kind: "postgres",
-    url: source.url.replace(`:${url.port}/`, `:${port}/`),
-    async stop() {
-      await as(`${bin}/pg_ctl -D ${data} -m fast -w stop >/dev/null`);
-      running = false;
-    },
-    async start() {
-      await as(
-        `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "${server}" start >/dev/null`,
-      );
-      running = true;
-    },
-    async destroy() {
-      if (running) {
-        await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
-          .catch(() => {});
+    as,
+    bin,
+    data,
+    port,
+    db: {
+      kind: "postgres",
+      async start() {
+        await as(
+          `${bin}/pg_ctl -D ${data} -l ${log} -w -t 30 -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300${extra}" start >/dev/null`,
+        );
+        running = true;
+      },
+      async stop() {
+        await as(`${bin}/pg_ctl -D ${data} -m fast -w stop >/dev/null`);
         running = false;
-      }
-      await Deno.remove(dir, { recursive: true });
+      },
+      async destroy() {
+        if (running) {
+          await as(`${bin}/pg_ctl -D ${data} -m immediate -w stop >/dev/null`)
+            .catch(() => {});
+          running = false;
+        }
+        await Deno.remove(dir, { recursive: true });
+      },
     },
   };
 }

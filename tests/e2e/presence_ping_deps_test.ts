@@ -19,14 +19,7 @@ const stack: TestStack = await startTestStack();
 e2eTest(
   "createPresencePing: after an unreadable auth schema the fast path rests 60 s by the injected clock, then is tried again",
   async () => {
-    const env = functionEnv({
-      apiUrl: stack.apiUrl,
-      dbUrl: stack.dbUrl,
-      anonKey: stack.anonKey,
-      serviceRoleKey: stack.serviceRoleKey,
-      publishableKey: stack.publishableKey || undefined,
-      secretKey: stack.secretKey || undefined,
-    });
+    const env = functionEnv(stack.functionInput);
     // From now on: the key set and Auth's checks judge tokens by it too.
     let clock = Date.now();
     const calls = { local: 0, auth: 0 };

@@ -549,14 +549,7 @@ e2eTest(
 e2eTest(
   "presence: a cursor's age is judged by the database clock that issued it, not the function's (one 30 minutes off either way)",
   async () => {
-    const env = functionEnv({
-      apiUrl: stack.apiUrl,
-      dbUrl: stack.dbUrl,
-      anonKey: stack.anonKey,
-      serviceRoleKey: stack.serviceRoleKey,
-      publishableKey: stack.publishableKey || undefined,
-      secretKey: stack.secretKey || undefined,
-    });
+    const env = functionEnv(stack.functionInput);
     const u = await member();
     // A cursor `ageMin` minutes old by the database clock.
     const cursorAged = async (ageMin: number) => {

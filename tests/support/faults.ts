@@ -95,10 +95,7 @@ export function commitAnswerDroppingProxy(dbUrl: string): {
   arm: () => Promise<void>;
   close: () => Promise<void>;
 } {
-  const target = new URL(dbUrl);
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   let armed: (() => void) | null = null;
-  const open = new Set<Deno.Conn>();
   const pipe = async (
     from: Deno.Conn,
     to: Deno.Conn,
@@ -134,51 +131,14 @@ export function commitAnswerDroppingProxy(dbUrl: string): {
     }
     link.cut();
   };
-  (async () => {
-    for await (const client of listener) {
-      const server = await Deno.connect({
-        hostname: target.hostname,
-        port: Number(target.port || 5432),
-      });
-      open.add(client);
-      open.add(server);
-      let closed = false;
-      const link = {
-        silenced: false,
-        cut: () => {
-          if (closed) return;
-          closed = true;
-          for (const c of [client, server]) {
-            open.delete(c);
-            try {
-              c.close();
-            } catch {
-              // Already closed.
-            }
-          }
-        },
-      };
-      pipe(client, server, link, true);
-      pipe(server, client, link, false);
-    }
-  })().catch(() => {});
-  const proxied = new URL(dbUrl);
-  proxied.hostname = "127.0.0.1";
-  proxied.port = String((listener.addr as Deno.NetAddr).port);
+  const proxy = _tcpProxy(dbUrl, (client, server, cut) => {
+    const link = { silenced: false, cut };
+    pipe(client, server, link, true);
+    pipe(server, client, link, false);
+  });
   return {
-    url: proxied.href,
+    ...proxy,
     arm: () => new Promise<void>((resolve) => (armed = resolve)),
-    close: () => {
-      listener.close();
-      for (const c of open) {
-        try {
-          c.close();
-        } catch {
-          // Already closed.
-        }
-      }
-      return Promise.resolve();
-    },
   };
 }
 
@@ -203,14 +163,16 @@ export function answerHoldingProxy(dbUrl: string): {
   held: () => string;
   close: () => Promise<void>;
 } {
-  const target = new URL(dbUrl);
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const open = new Set<Deno.Conn>();
   let released: Promise<void> | null = null;
   let release = () => {};
   let armed: RegExp | null = null;
   let kept = "";
-  const pipe = async (from: Deno.Conn, to: Deno.Conn, answers: boolean) => {
+  const pipe = async (
+    from: Deno.Conn,
+    to: Deno.Conn,
+    cut: () => void,
+    answers: boolean,
+  ) => {
     const buf = new Uint8Array(64 * 1024);
     try {
       for (;;) {
@@ -229,7 +191,44 @@ export function answerHoldingProxy(dbUrl: string): {
     } catch {
       // A side closed.
     }
-    for (const c of [from, to]) {
+    cut();
+  };
+  const proxy = _tcpProxy(dbUrl, (client, server, cut) => {
+    pipe(client, server, cut, false);
+    pipe(server, client, cut, true);
+  });
+  return {
+    url: proxy.url,
+    hold: (from) => {
+      armed = from;
+      released ??= new Promise<void>((r) => release = r);
+    },
+    release: () => {
+      armed = null;
+      released = null;
+      release();
+    },
+    held: () => kept,
+    close: () => {
+      release();
+      return proxy.close();
+    },
+  };
+}
+
+// A loopback TCP proxy to the Postgres server of `dbUrl`: each client's
+// connection is joined to a new one to the server by `link`, given a `cut`
+// that closes both; `close` stops listening and cuts every connection. The
+// one home of the proxies above.
+function _tcpProxy(
+  dbUrl: string,
+  link: (client: Deno.Conn, server: Deno.Conn, cut: () => void) => void,
+): { url: string; close: () => Promise<void> } {
+  const target = new URL(dbUrl);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const open = new Set<Deno.Conn>();
+  const closeAll = (conns: Iterable<Deno.Conn>) => {
+    for (const c of [...conns]) {
       open.delete(c);
       try {
         c.close();
@@ -246,8 +245,12 @@ export function answerHoldingProxy(dbUrl: string): {
       });
       open.add(client);
       open.add(server);
-      pipe(client, server, false);
-      pipe(server, client, true);
+      let closed = false;
+      link(client, server, () => {
+        if (closed) return;
+        closed = true;
+        closeAll([client, server]);
+      });
     }
   })().catch(() => {});
   const proxied = new URL(dbUrl);
@@ -255,26 +258,9 @@ export function answerHoldingProxy(dbUrl: string): {
   proxied.port = String((listener.addr as Deno.NetAddr).port);
   return {
     url: proxied.href,
-    hold: (from) => {
-      armed = from;
-      released ??= new Promise<void>((r) => release = r);
-    },
-    release: () => {
-      armed = null;
-      released = null;
-      release();
-    },
-    held: () => kept,
     close: () => {
-      release();
       listener.close();
-      for (const c of open) {
-        try {
-          c.close();
-        } catch {
-          // Already closed.
-        }
-      }
+      closeAll(open);
       return Promise.resolve();
     },
   };

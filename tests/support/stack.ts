@@ -15,6 +15,7 @@ import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
 import { signUpByMail } from "./inbox.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { startStack } from "../../local/stack.ts";
+import type { FunctionEnvInput } from "../../local/functions.ts";
 import { generateSigningKey, type SigningKey } from "../../local/auth/mod.ts";
 import {
   forwardTo,
@@ -37,6 +38,11 @@ export interface TestStack {
   readonly signingKey: SigningKey;
   /** Direct connection to the stack's database, as the test's own eyes. */
   readonly sql: postgres.Sql;
+  /**
+   * The stack's side of the functions' environment (its URLs and keys),
+   * for a handler a test makes itself: `functionEnv(stack.functionInput)`.
+   */
+  readonly functionInput: FunctionEnvInput;
   /**
    * A fresh anon supabase-js client (no session persisted); with the
    * publishable key where the legacy keys are off.
@@ -169,6 +175,14 @@ export async function startTestStack(
   const userKey = legacyOff ? publishableKey : anonKey;
   const adminKey = legacyOff ? secretKey : serviceRoleKey;
   const admin = client(adminKey);
+  const functionInput: FunctionEnvInput = {
+    apiUrl,
+    dbUrl,
+    anonKey,
+    serviceRoleKey,
+    publishableKey: publishableKey || undefined,
+    secretKey: secretKey || undefined,
+  };
   return {
     apiUrl,
     dbUrl,
@@ -181,16 +195,14 @@ export async function startTestStack(
     sql,
     anon: () => client(userKey),
     reopenFunctionPools: () => functionDeps.close(),
+    functionInput,
     withFunctionEnv: (overrides) =>
-      Promise.resolve(serveFunctions({
-        apiUrl,
-        dbUrl,
-        anonKey,
-        serviceRoleKey,
-        publishableKey: publishableKey || undefined,
-        secretKey: secretKey || undefined,
-        overrides,
-      }, (req) => forwardTo(apiUrl, req))),
+      Promise.resolve(
+        serveFunctions(
+          { ...functionInput, overrides },
+          (req) => forwardTo(apiUrl, req),
+        ),
+      ),
     admin: () => client(adminKey),
     async createUser(opts = {}) {
       const email = opts.email ??
