@@ -17,11 +17,14 @@ import {
 } from "../../local/testing/cluster.ts";
 import { PROJECT_DIR } from "../../local/migrate.ts";
 import { Pools } from "../../supabase/functions/_shared/db.ts";
-import { readPresence } from "../../supabase/functions/presence/query.ts";
+import {
+  FIRST_PAGE,
+  readPresence,
+} from "../../supabase/functions/presence/query.ts";
 
 const COLUMNS = { authUserId: false, lastManualLogoutAt: false };
 const FULL_READ = {
-  afterId: 0,
+  afterId: FIRST_PAGE,
   limit: 500,
   admin: false,
   awayS: 300,

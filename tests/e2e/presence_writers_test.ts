@@ -17,6 +17,7 @@ import { type Clock, PresenceKit } from "../../client/presence.ts";
 import { Pools, type Sql } from "../../supabase/functions/_shared/db.ts";
 import {
   covers,
+  FIRST_PAGE,
   type PresenceUser,
   readPresence,
   readShared,
@@ -34,7 +35,7 @@ const onPostgres = Boolean(Deno.env.get("TEST_DATABASE_URL"));
 /** The optional columns of the test stack's table, and a full first page. */
 const READ_COLUMNS = { authUserId: true, lastManualLogoutAt: true };
 const FULL_READ = {
-  afterId: 0,
+  afterId: FIRST_PAGE,
   limit: 500,
   admin: false,
   awayS: 300,
@@ -670,6 +671,122 @@ e2eTest(
         covers(b, rb.cursor),
         "the answer's cursor went back behind the caller's",
       );
+    } finally {
+      proxy.release();
+      await pools.close();
+      await direct.close();
+      await proxy.close();
+    }
+  },
+);
+
+// Statement A of `sql` (a pool through `proxy`) runs for `options`, its
+// answer held from its command tag, while `meanwhile` runs; then `B` asks
+// `readShared` on the same pool and the answer is released.
+async function whileHeld<T>(
+  proxy: ReturnType<typeof answerHoldingProxy>,
+  sql: Sql,
+  options: Parameters<typeof readShared>[2],
+  meanwhile: () => Promise<T>,
+  asked: (got: T) => Parameters<typeof readShared>[2],
+) {
+  proxy.hold(/SELECT \d/);
+  const a = readShared(sql, READ_COLUMNS, options);
+  for (let i = 0; proxy.held() === ""; i++) {
+    assert.ok(i < 300, "statement A was not answered in 30 s");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const got = await meanwhile();
+  const b = readShared(sql, READ_COLUMNS, asked(got));
+  proxy.release();
+  const [ra, rb] = await Promise.all([a, b]);
+  return { ra, rb, got };
+}
+
+e2eTest(
+  "readShared: a later page is never shared (a statement older than the caller's first page would hide a write the next poll does not list)",
+  async () => {
+    const one = await member("page-one");
+    const two = await member("page-two");
+    await invoke(two.client, "presence-ping");
+    const proxy = answerHoldingProxy(stack.dbUrl);
+    const pools = new Pools(), direct = new Pools();
+    try {
+      const sql = pools.database({
+        ..._settings(30_000),
+        dbUrl: proxy.url,
+        dbPoolMax: 1,
+      });
+      const elsewhere = direct.database(_settings(30_000));
+      const page = { ...FULL_READ, limit: 1, afterId: one.rowId! };
+      await readPresence(sql, READ_COLUMNS, FULL_READ);
+      // Watcher X's second page runs; the app logs `two` out; watcher Y
+      // reads its first page elsewhere, then its second page here.
+      const { rb, got: firstPage } = await whileHeld(
+        proxy,
+        sql,
+        page,
+        async () => {
+          await stack.sql`update public.usuarios set presence_state = 'offline'
+                          where id = ${two.rowId!}`;
+          return await readPresence(elsewhere, READ_COLUMNS, {
+            ...FULL_READ,
+            limit: 1,
+            afterId: one.rowId! - 1,
+          });
+        },
+        () => page,
+      );
+      // Y's view: its pages, then the next poll from its first page's
+      // cursor, as the kit keeps it.
+      const next = await readPresence(elsewhere, READ_COLUMNS, {
+        ...FULL_READ,
+        since: firstPage.cursor,
+      });
+      const seen = [...rb.users, ...next.users].filter((u) =>
+        u.id === two.rowId
+      );
+      assert.equal(seen.at(-1)?.presence_state, "offline");
+    } finally {
+      proxy.release();
+      await pools.close();
+      await direct.close();
+      await proxy.close();
+    }
+  },
+);
+
+e2eTest(
+  "readShared: the reset answered to a cursor older than an hour is not handed to a caller with a fresh cursor sharing its statement",
+  async () => {
+    await member("someone");
+    const proxy = answerHoldingProxy(stack.dbUrl);
+    const pools = new Pools(), direct = new Pools();
+    try {
+      const sql = pools.database({
+        ..._settings(30_000),
+        dbUrl: proxy.url,
+        dbPoolMax: 1,
+      });
+      const elsewhere = direct.database(_settings(30_000));
+      const old = (await readPresence(elsewhere, READ_COLUMNS, FULL_READ))
+        .cursor;
+      // A laptop that slept 61 minutes: its cursor, by the database clock.
+      const stale = { ...old, time: old.time - 3_660_000_000n };
+      const fresh = (await readPresence(elsewhere, READ_COLUMNS, {
+        ...FULL_READ,
+        since: old,
+      })).cursor;
+      await readPresence(sql, READ_COLUMNS, FULL_READ);
+      const { ra, rb } = await whileHeld(
+        proxy,
+        sql,
+        { ...FULL_READ, since: stale },
+        () => Promise.resolve(null),
+        () => ({ ...FULL_READ, since: fresh }),
+      );
+      assert.equal(ra.reset, true);
+      assert.equal(rb.reset, false);
     } finally {
       proxy.release();
       await pools.close();

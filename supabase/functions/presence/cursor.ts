@@ -50,7 +50,11 @@ export interface CursorState {
 const _SNAPSHOT = /^(\d{1,20}):(\d{1,20}):((?:\d{1,20})(?:,\d{1,20})*)?$/;
 const _Micros = z.string().regex(/^\d{1,18}$/);
 
-const _Payload = z.strictObject({
+// Keys a later version adds are let through (and dropped), so that an
+// isolate of this version still running during a deploy continues the new
+// version's cursors rather than answering them 400. (Nobody else can add
+// one: the payload is sealed.)
+const _Payload = z.object({
   t: _Micros,
   s: z.string().max(7000).refine(_validSnapshot),
   a: z.int().positive(),

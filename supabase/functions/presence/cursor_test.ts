@@ -58,6 +58,30 @@ Deno.test("sealCursor/openCursor: the timeline goes with the state; a cursor sea
   assert.equal(before && "timeline" in before, false);
 });
 
+Deno.test("openCursor: a key a later version adds to the payload is dropped, not refused (an isolate of this version during a deploy)", async () => {
+  const k = await keys.derive("service");
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const payload = { t: String(state.time), s: state.snapshot, a: 300, o: 900 };
+  const plain = new TextEncoder().encode(
+    JSON.stringify({ ...payload, z: "from a later version" }),
+  );
+  const sealed = new Uint8Array(
+    await crypto.subtle.encrypt(
+      { name: "AES-GCM", iv, additionalData: k.header },
+      k.aes,
+      plain,
+    ),
+  );
+  assert.deepEqual(
+    await openCursor(
+      text(new Uint8Array([...k.header, ...iv, ...sealed])),
+      "service",
+      keys,
+    ),
+    state,
+  );
+});
+
 Deno.test("sealCursor: the cursor is opaque (no snapshot, time or JSON readable in it, a new IV each time)", async () => {
   const a = await sealCursor(state, "service", keys);
   const b = await sealCursor(state, "service", keys);

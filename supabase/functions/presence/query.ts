@@ -145,12 +145,13 @@ type _InFlight = Map<string, {
 }[]>;
 
 /**
- * {@linkcode readPresence}, shared by the watchers of this isolate: a read
- * asked while another one runs whose answer covers it (the same page,
+ * {@linkcode readPresence}, shared by the watchers of this isolate: a
+ * first page asked while another one runs whose answer covers it (the same
  * columns and thresholds, and a cursor no newer than this one's, see
  * {@linkcode covers}) gets that statement's answer instead of paying for
  * its own, when that answer's snapshot is no older than this caller's
- * cursor. Such an answer may list users that did not change since this
+ * cursor and it is no reset of another cursor's (later pages, and those
+ * answers, are read for the caller alone). Such an answer may list users that did not change since this
  * caller's cursor (harmless: the view applies them again) and never misses
  * one; its cursor is the shared statement's snapshot, so the watchers that
  * shared a poll hold the same cursor afterwards and keep sharing.
@@ -160,6 +161,13 @@ export function readShared(
   columns: OptionalColumns,
   options: ReadOptions,
 ): Promise<ReadResult> {
+  // A later page is never shared: the caller keeps its first page's cursor,
+  // and a statement whose snapshot is older than that page's would hand it
+  // rows from before writes the next changes-since call does not list
+  // again. (A first page is judged against the caller's cursor, below.)
+  if (options.afterId !== FIRST_PAGE) {
+    return readPresence(sql, columns, options);
+  }
   const pending = remember<_InFlight>(sql, _IN_FLIGHT, () => new Map());
   const key = JSON.stringify([columns, { ...options, since: null }]);
   const running = pending.get(key) ?? [];
@@ -176,12 +184,8 @@ export function readShared(
     // is not run again: its sharers answer 503 with it, so a slow database
     // does not get one more statement per watcher.
     return shared.read.then(
-      // The statement took its snapshot before this caller's cursor was
-      // issued (by another statement, its answer on the way meanwhile):
-      // its answer would take the caller's view back. Rare (the shared
-      // statement must outlast a whole other read): a read of its own.
       (result) =>
-        options.since === null || covers(options.since, result.cursor)
+        _answers(result, shared.since, options.since)
           ? result
           : readPresence(sql, columns, options),
       (error) => {
@@ -204,12 +208,33 @@ export function readShared(
   return entry.read;
 }
 
+// Whether `result`, the answer to a read from cursor `asked`, answers a
+// caller whose cursor is `since`. Not when the statement took its snapshot
+// before the caller's cursor was issued (by another statement, the answer
+// on the way meanwhile): it would take the caller's view back. Rare (the
+// shared statement must outlast a whole other read). Nor a reset, unless
+// to the same cursor: a reset belongs to its cursor (too old, from before
+// a truncate, too much changed since), and a caller with a newer one
+// would read the whole table for nothing. Otherwise: a read of its own.
+function _answers(
+  result: ReadResult,
+  asked: CursorState | null,
+  since: CursorState | null,
+): boolean {
+  if (since === null) return true;
+  if (result.reset) {
+    return asked !== null && asked.time === since.time &&
+      asked.snapshot === since.snapshot && asked.timeline === since.timeline;
+  }
+  return covers(since, result.cursor);
+}
+
 /**
  * Whether a changes-since answer from cursor `a` lists everything one from
  * cursor `b` would (same thresholds assumed): every transaction `b` could
  * not see, `a` could not see either (`xmax(a) <= xmax(b)`, and each of
- * `xip(b)` below `xmax(a)` is in `xip(a)`), and `a`'s clock window starts no
- * later than `b`'s.
+ * `xip(b)` below `xmax(a)` is in `xip(a)`), `a`'s clock window starts no
+ * later than `b`'s, and both are of one timeline.
  *
  * @example
  * ```ts
@@ -217,6 +242,8 @@ export function readShared(
  * ```
  */
 export function covers(a: CursorState, b: CursorState): boolean {
+  // Snapshots of two timelines (a restore between them) compare nothing.
+  if (a.timeline !== b.timeline) return false;
   if (a.time > b.time) return false;
   const sa = _snapshot(a.snapshot), sb = _snapshot(b.snapshot);
   if (sa.xmax > sb.xmax) return false;
