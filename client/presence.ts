@@ -118,7 +118,7 @@ export interface TabChannel {
  * about watching ({@linkcode TabSync}, {@linkcode TabRead}): one tab per
  * user polls for all of them (see {@linkcode PresenceKit.watch}).
  */
-export type TabMessage = TabPresence | TabSync | TabRead;
+export type TabMessage = TabPresence | TabSync | TabRead | TabError;
 
 /**
  * A tab is `here` (running, now and then), says `bye` (closing), or is
@@ -143,6 +143,11 @@ export interface TabSync {
   tab: string;
   /** The watcher's user (`sub`): only that user's polling tab answers. */
   user: string;
+  /**
+   * The watcher's `watchIntervalMs`: watchers at other intervals share
+   * among themselves only, so that none is read for less often than asked.
+   */
+  every: number;
   /** The asking watcher's id. */
   watcher: string;
 }
@@ -157,6 +162,8 @@ export interface TabRead {
   tab: string;
   /** Whose read it is (`sub`): another user's is never applied. */
   user: string;
+  /** The polling watcher's `watchIntervalMs` (see {@linkcode TabSync}). */
+  every: number;
   /** The watcher it answers, or `null`: every watcher of `user`. */
   to: string | null;
   /**
@@ -170,6 +177,21 @@ export interface TabRead {
   changed: PresenceUser[];
   removed: number[];
   resync: boolean;
+}
+
+/**
+ * The polling tab's poll failed (its {@linkcode KitError}, with the wait
+ * before its next try): the other tabs' kits report it too, so that none
+ * shows its map as live while the reads are failing.
+ */
+export interface TabError {
+  kind: "error";
+  tab: string;
+  /** Whose poll it is (`sub`). */
+  user: string;
+  /** The polling watcher's `watchIntervalMs` (see {@linkcode TabSync}). */
+  every: number;
+  error: KitError;
 }
 
 /**
@@ -204,7 +226,9 @@ export function browserTabs(url: string): TabChannel | null {
           if (m.realm !== _REALM) {
             fn({ kind: m.kind, tab: m.tab, user: m.user });
           }
-        } else if (m.kind === "sync" || m.kind === "read") {
+        } else if (
+          m.kind === "sync" || m.kind === "read" || m.kind === "error"
+        ) {
           const { realm: _, ...message } = m;
           fn(message);
         }
@@ -592,7 +616,14 @@ export class PresenceKit {
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
     this.#ownsTabs = options.tabs === undefined;
     this.#tabs = this.#ownsTabs ? browserTabs(this.#url) : options.tabs ?? null;
-    this.#locks = options.locks === undefined ? browserLocks() : options.locks;
+    // By default only over the kit's own channel: an app's channel may
+    // carry only the tab messages it was written for, and followers that
+    // never hear a read would never poll either.
+    this.#locks = options.locks !== undefined
+      ? options.locks
+      : this.#ownsTabs
+      ? browserLocks()
+      : null;
     this.#notes = options.notes === undefined ? _sessionNotes() : options.notes;
     this.#tabId = `${this.#clock.now().toString(36)}-${
       Math.floor(this.#random() * 2 ** 32).toString(36)
@@ -903,7 +934,7 @@ export class PresenceKit {
 
   #heard(m: TabMessage): void {
     if (m.tab === this.#tabId) return;
-    if (m.kind === "sync" || m.kind === "read") {
+    if (m.kind === "sync" || m.kind === "read" || m.kind === "error") {
       this.#heardWatch(m);
       return;
     }
@@ -1318,6 +1349,7 @@ export class PresenceKit {
           kind: "read",
           tab: this.#tabId,
           user: w.share.user,
+          every: w.share.every,
           to: null,
           from: resync ? null : since,
           cursor: w.cursor,
@@ -1352,6 +1384,15 @@ export class PresenceKit {
       };
       if (!over) error.retryInMs = wait;
       this.#emit("error", error);
+      if (!over && w.share?.leading) {
+        this.#tell({
+          kind: "error",
+          tab: this.#tabId,
+          user: w.share.user,
+          every: w.share.every,
+          error,
+        });
+      }
       if (over) await this.#sessionEnded(answer);
     } finally {
       w.busy = false;
@@ -1399,7 +1440,14 @@ export class PresenceKit {
     w.joining = false;
     if (w.stopped) return;
     const user = this.#user();
-    if (user !== null) w.share = { user, leading: false, leave: null };
+    if (user !== null) {
+      w.share = {
+        user,
+        every: this.#watchIntervalMs,
+        leading: false,
+        leave: null,
+      };
+    }
     if (this.#page.hidden()) return; // Joins when shown.
     if (w.share) this.#join(w);
     else void this.#poll(w);
@@ -1419,7 +1467,7 @@ export class PresenceKit {
     };
     share.leave = leave;
     this.#locks!.request(
-      `presence-kit:watch:${this.#url}:${share.user}`,
+      `presence-kit:watch:${this.#url}:${share.user}:${share.every}`,
       { signal: abort.signal },
       () => {
         // Granted after it left: let go at once.
@@ -1430,11 +1478,19 @@ export class PresenceKit {
         void this.#poll(w);
         return held;
       },
-    ).catch(() => {}); // Left the queue.
+    ).catch(() => {
+      // Left the queue; or refused (a sandboxed frame's SecurityError, a
+      // browser without storage): then this watcher polls alone, as where
+      // there are no locks, never waiting for a turn that cannot come.
+      if (abort.signal.aborted || w.share !== share) return;
+      w.share = null;
+      if (!w.stopped && !this.#page.hidden()) void this.#poll(w);
+    });
     this.#tell({
       kind: "sync",
       tab: this.#tabId,
       user: share.user,
+      every: share.every,
       watcher: w.id,
     });
   }
@@ -1451,25 +1507,37 @@ export class PresenceKit {
 
   // To the other tabs, and to this kit's own other watchers (a channel
   // does not deliver to the object that posts).
-  #tell(m: TabSync | TabRead): void {
+  #tell(m: TabSync | TabRead | TabError): void {
     this.#tabs?.post(m);
     this.#heardWatch(structuredClone(m));
   }
 
-  #heardWatch(m: TabSync | TabRead): void {
+  #heardWatch(m: TabSync | TabRead | TabError): void {
+    let reported = false;
     for (const w of this.#watchers) {
       const share = w.share;
-      // Another user's messages are never read; a watcher out of the
-      // queue (hidden) is paused, and asks again when shown.
-      if (!share || share.user !== m.user || !share.leave || w.stopped) {
+      // Another user's messages are never read, nor another interval's; a
+      // watcher out of the queue (hidden) is paused, and asks again when
+      // shown.
+      if (
+        !share || share.user !== m.user || share.every !== m.every ||
+        !share.leave || w.stopped
+      ) {
         continue;
       }
-      if (m.kind === "sync") {
+      if (m.kind === "error") {
+        // Once per kit, and not back to the kit that polled.
+        if (!share.leading && !reported && m.tab !== this.#tabId) {
+          reported = true;
+          this.#emit("error", { ...m.error });
+        }
+      } else if (m.kind === "sync") {
         if (share.leading && w.cursor !== null && m.watcher !== w.id) {
           this.#tell({
             kind: "read",
             tab: this.#tabId,
             user: share.user,
+            every: share.every,
             to: m.watcher,
             from: null,
             cursor: w.cursor,
@@ -1495,6 +1563,7 @@ export class PresenceKit {
         kind: "sync",
         tab: this.#tabId,
         user: m.user,
+        every: m.every,
         watcher: w.id,
       });
       return;
@@ -1597,6 +1666,8 @@ interface _Watcher {
 interface _Share {
   /** The user (`sub`) it reads as. */
   user: string;
+  /** Its `watchIntervalMs`: it shares with watchers at the same only. */
+  every: number;
   /** Holds the user's lock: polls for every watcher of the user. */
   leading: boolean;
   /** In the lock's queue or holding it: leaves; `null` while out. */

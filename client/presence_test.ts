@@ -1850,16 +1850,17 @@ type Seen = { ids: number[]; changed: number[]; resync: boolean };
  */
 function watchingTab(
   bus: FakeBus,
-  locks: TabLocks | null,
+  locks: TabLocks | null | undefined,
   clock: FakeClock,
   server: (call: Call) => Reply,
   sub = "ana",
+  watchIntervalMs = 10_000,
 ) {
   const t = setup({
     clock,
     tabs: bus.channel(),
-    locks,
-    watchIntervalMs: 10_000,
+    ...(locks === undefined ? {} : { locks }),
+    watchIntervalMs,
   });
   t.client.emitAuth("SIGNED_IN", { access_token: tokenFor(sub) });
   t.client.reply = server;
@@ -1954,7 +1955,7 @@ for (
   });
 }
 
-Deno.test("PresenceKit.watch tabs: the polling tab's failures are its own; the other tab reports nothing and does not poll", async () => {
+Deno.test("PresenceKit.watch tabs: the polling tab's failures are reported by the other tab too (its map is not live), which does not poll", async () => {
   const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
   const server = presenceServer();
   const a = watchingTab(bus, locks, clock, server);
@@ -1965,7 +1966,7 @@ Deno.test("PresenceKit.watch tabs: the polling tab's failures are its own; the o
   await clock.advance(30_000);
   assert.ok(a.errors.length >= 1);
   assert.equal(a.errors[0].code, "idp_unavailable");
-  assert.deepEqual(b.errors, []);
+  assert.deepEqual(b.errors, a.errors);
   assert.equal(b.reads().length, 0);
   a.kit.dispose();
   b.kit.dispose();
@@ -1988,6 +1989,7 @@ Deno.test("PresenceKit.watch tabs: tabs of different users each poll, and never 
     kind: "read",
     tab: "ana-tab",
     user: "ana",
+    every: 10_000,
     to: null,
     from: null,
     cursor: "x",
@@ -2060,6 +2062,57 @@ Deno.test("PresenceKit.watch tabs: without locks (or without a channel) every ta
   assert.equal(b.reads().length, 2);
   a.kit.dispose();
   b.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: a lock the browser refuses (a sandboxed frame's SecurityError) leaves the watcher polling alone, never waiting for a turn", async () => {
+  const bus = new FakeBus(), clock = new FakeClock();
+  const refusing: TabLocks = {
+    request: () =>
+      Promise.reject(new DOMException("Access denied", "SecurityError")),
+  };
+  const a = watchingTab(bus, refusing, clock, presenceServer());
+  await clock.advance(20_000);
+  assert.equal(a.reads().length, 3);
+  assert.equal(a.seen.length, 3);
+  a.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: an app's own channel shares nothing unless the app passes locks too (it may carry only the tab messages it was written for)", async () => {
+  const bus = new FakeBus(), clock = new FakeClock();
+  const server = presenceServer();
+  // A page: browserLocks() gives Deno's navigator.locks, as a browser's
+  // would, which the kit's own channel is used with by default.
+  const g = globalThis as { document?: unknown };
+  g.document = {};
+  try {
+    assert.notEqual(browserLocks(), null);
+    const a = watchingTab(bus, undefined, clock, server);
+    const b = watchingTab(bus, undefined, clock, server);
+    await clock.advance(10_000);
+    assert.equal(a.reads().length, 2);
+    assert.equal(b.reads().length, 2);
+    a.kit.dispose();
+    b.kit.dispose();
+  } finally {
+    delete g.document;
+  }
+});
+
+Deno.test("PresenceKit.watch tabs: tabs watching at other intervals share among themselves only: none is read for less often than it asked", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = presenceServer();
+  const slow = watchingTab(bus, locks, clock, server, "ana", 60_000);
+  await clock.advance(0);
+  const fast = [0, 1].map(() =>
+    watchingTab(bus, locks, clock, server, "ana", 5_000)
+  );
+  await clock.advance(60_000);
+  assert.equal(slow.reads().length, 2);
+  const fastReads = fast.map((t) => t.reads().length).toSorted();
+  assert.equal(fastReads[0], 0);
+  assert.ok(fastReads[1] >= 12, `${fastReads[1]} reads in a minute`);
+  for (const t of fast) assert.ok(t.seen.length >= 12);
+  for (const t of [slow, ...fast]) t.kit.dispose();
 });
 
 Deno.test("browserLocks: none where there is no page (Deno has navigator.locks but no document): a server's kits poll for themselves", () => {
