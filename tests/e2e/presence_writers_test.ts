@@ -628,61 +628,39 @@ e2eTest(
   },
 );
 
-e2eTest(
-  "readShared: a read never shares a statement whose snapshot is older than its own cursor (its answer still on the way when the newer cursor was issued)",
-  async () => {
-    const target = await member("target");
-    const proxy = answerHoldingProxy(stack.dbUrl);
-    const pools = new Pools(), direct = new Pools();
-    try {
-      // One connection, opened by the first read, before the hold.
-      const sql = pools.database({
-        ..._settings(30_000),
-        dbUrl: proxy.url,
-        dbPoolMax: 1,
-      });
-      const elsewhere = direct.database(_settings(30_000));
-      const columns = READ_COLUMNS;
-      const a = (await readPresence(elsewhere, columns, FULL_READ)).cursor;
-      await readPresence(sql, columns, FULL_READ);
-      // Statement A runs (its snapshot taken) and its answer, from its
-      // command tag on, is held (postgres.js describes a statement with
-      // parameters first, and runs it once that answer is in).
-      proxy.hold(/SELECT \d/);
-      const older = readShared(sql, columns, { ...FULL_READ, since: a });
-      for (let i = 0; proxy.held() === ""; i++) {
-        assert.ok(i < 300, "statement A was not answered in 30 s");
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      // A write after A's snapshot, and a cursor b that sees it, issued
-      // elsewhere (another isolate of the same project).
-      await invoke(target.client, "presence-ping");
-      const b = (await readPresence(elsewhere, columns, {
-        ...FULL_READ,
-        since: a,
-      })).cursor;
-      // b is newer than a: A's statement covers b's cursor, not its view.
-      const newer = readShared(sql, columns, { ...FULL_READ, since: b });
-      proxy.release();
-      const [ra, rb] = await Promise.all([older, newer]);
-      assert.ok(ra.users.every((u) => u.id !== target.rowId));
-      assert.notEqual(rb, ra);
-      assert.ok(
-        covers(b, rb.cursor),
-        "the answer's cursor went back behind the caller's",
-      );
-    } finally {
-      proxy.release();
-      await pools.close();
-      await direct.close();
-      await proxy.close();
-    }
-  },
-);
+// A pool whose one connection goes through an answer-holding proxy
+// (`sql`, its connection opened before any hold) and one straight to the
+// database (`elsewhere`: another isolate of the same project), for `work`.
+async function withHeldPool(
+  work: (pool: {
+    proxy: ReturnType<typeof answerHoldingProxy>;
+    sql: Sql;
+    elsewhere: Sql;
+  }) => Promise<void>,
+) {
+  const proxy = answerHoldingProxy(stack.dbUrl);
+  const pools = new Pools(), direct = new Pools();
+  try {
+    const sql = pools.database({
+      ..._settings(30_000),
+      dbUrl: proxy.url,
+      dbPoolMax: 1,
+    });
+    await readPresence(sql, READ_COLUMNS, FULL_READ);
+    await work({ proxy, sql, elsewhere: direct.database(_settings(30_000)) });
+  } finally {
+    proxy.release();
+    await pools.close();
+    await direct.close();
+    await proxy.close();
+  }
+}
 
-// Statement A of `sql` (a pool through `proxy`) runs for `options`, its
-// answer held from its command tag, while `meanwhile` runs; then `B` asks
-// `readShared` on the same pool and the answer is released.
+// Statement A of `sql` runs for `options`, its answer held from its command
+// tag (postgres.js describes a statement with parameters first, and runs it
+// once that answer is in), while `meanwhile` runs; then B asks `readShared`
+// on the same pool for `asked(what meanwhile gave)`, and the answer is
+// released.
 async function whileHeld<T>(
   proxy: ReturnType<typeof answerHoldingProxy>,
   sql: Sql,
@@ -704,22 +682,46 @@ async function whileHeld<T>(
 }
 
 e2eTest(
+  "readShared: a read never shares a statement whose snapshot is older than its own cursor (its answer still on the way when the newer cursor was issued)",
+  async () => {
+    const target = await member("target");
+    await withHeldPool(async ({ proxy, sql, elsewhere }) => {
+      const a = (await readPresence(elsewhere, READ_COLUMNS, FULL_READ))
+        .cursor;
+      // A write after A's snapshot, and a cursor b that sees it, issued
+      // elsewhere. b is newer than a: A's statement covers b's cursor, not
+      // its view.
+      const { ra, rb, got: b } = await whileHeld(
+        proxy,
+        sql,
+        { ...FULL_READ, since: a },
+        async () => {
+          await invoke(target.client, "presence-ping");
+          return (await readPresence(elsewhere, READ_COLUMNS, {
+            ...FULL_READ,
+            since: a,
+          })).cursor;
+        },
+        (b) => ({ ...FULL_READ, since: b }),
+      );
+      assert.ok(ra.users.every((u) => u.id !== target.rowId));
+      assert.notEqual(rb, ra);
+      assert.ok(
+        covers(b, rb.cursor),
+        "the answer's cursor went back behind the caller's",
+      );
+    });
+  },
+);
+
+e2eTest(
   "readShared: a later page is never shared (a statement older than the caller's first page would hide a write the next poll does not list)",
   async () => {
     const one = await member("page-one");
     const two = await member("page-two");
     await invoke(two.client, "presence-ping");
-    const proxy = answerHoldingProxy(stack.dbUrl);
-    const pools = new Pools(), direct = new Pools();
-    try {
-      const sql = pools.database({
-        ..._settings(30_000),
-        dbUrl: proxy.url,
-        dbPoolMax: 1,
-      });
-      const elsewhere = direct.database(_settings(30_000));
+    await withHeldPool(async ({ proxy, sql, elsewhere }) => {
       const page = { ...FULL_READ, limit: 1, afterId: one.rowId! };
-      await readPresence(sql, READ_COLUMNS, FULL_READ);
       // Watcher X's second page runs; the app logs `two` out; watcher Y
       // reads its first page elsewhere, then its second page here.
       const { rb, got: firstPage } = await whileHeld(
@@ -747,12 +749,7 @@ e2eTest(
         u.id === two.rowId
       );
       assert.equal(seen.at(-1)?.presence_state, "offline");
-    } finally {
-      proxy.release();
-      await pools.close();
-      await direct.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
@@ -760,15 +757,7 @@ e2eTest(
   "readShared: the reset answered to a cursor older than an hour is not handed to a caller with a fresh cursor sharing its statement",
   async () => {
     await member("someone");
-    const proxy = answerHoldingProxy(stack.dbUrl);
-    const pools = new Pools(), direct = new Pools();
-    try {
-      const sql = pools.database({
-        ..._settings(30_000),
-        dbUrl: proxy.url,
-        dbPoolMax: 1,
-      });
-      const elsewhere = direct.database(_settings(30_000));
+    await withHeldPool(async ({ proxy, sql, elsewhere }) => {
       const old = (await readPresence(elsewhere, READ_COLUMNS, FULL_READ))
         .cursor;
       // A laptop that slept 61 minutes: its cursor, by the database clock.
@@ -777,7 +766,6 @@ e2eTest(
         ...FULL_READ,
         since: old,
       })).cursor;
-      await readPresence(sql, READ_COLUMNS, FULL_READ);
       const { ra, rb } = await whileHeld(
         proxy,
         sql,
@@ -787,12 +775,7 @@ e2eTest(
       );
       assert.equal(ra.reset, true);
       assert.equal(rb.reset, false);
-    } finally {
-      proxy.release();
-      await pools.close();
-      await direct.close();
-      await proxy.close();
-    }
+    });
   },
 );
 
