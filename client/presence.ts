@@ -1259,8 +1259,10 @@ export class PresenceKit {
     w.timer = null;
   }
 
-  async #poll(w: _Watcher): Promise<void> {
-    if (w.stopped || w.busy || !this.#polls(w)) return;
+  // `solo`: a watcher that follows another tab polls once for itself, its
+  // watchdog having fired (see #watchdog).
+  async #poll(w: _Watcher, solo = false): Promise<void> {
+    if (w.stopped || w.busy || (!solo && !this.#polls(w))) return;
     this.#clearWatch(w);
     w.busy = true;
     let wait = this.#spread(this.#watchIntervalMs);
@@ -1397,9 +1399,32 @@ export class PresenceKit {
     } finally {
       w.busy = false;
     }
-    if (!w.stopped && !this.#page.hidden() && this.#polls(w)) {
-      w.timer = this.#clock.setTimeout(() => void this.#poll(w), wait);
+    if (!w.stopped && !this.#page.hidden()) {
+      if (this.#polls(w)) {
+        w.timer = this.#clock.setTimeout(() => void this.#poll(w), wait);
+      } else this.#watchdog(w);
     }
+  }
+
+  // A visible watcher that follows another tab and hears nothing from it
+  // for three of its intervals (or the polling tab's announced backoff and
+  // one interval more) polls once for itself: whatever keeps the polling
+  // tab's word from it (a hung tab, a channel of the app's that does not
+  // carry every message, lock and channel partitioned apart), it is never
+  // left without reads and without errors. Each read or error heard from
+  // the polling tab winds it again.
+  #watchdog(w: _Watcher, retryInMs = 0): void {
+    this.#clearWatch(w);
+    if (w.stopped || !w.share || w.share.leading || this.#page.hidden()) {
+      return;
+    }
+    const wait = Math.max(
+      3 * this.#watchIntervalMs,
+      retryInMs + this.#watchIntervalMs,
+    );
+    w.timer = this.#clock.setTimeout(() => {
+      if (w.share && !w.share.leading) void this.#poll(w, true);
+    }, wait);
   }
 
   #changed(w: _Watcher, change: Parameters<OnPresenceChange>[1]): void {
@@ -1493,6 +1518,7 @@ export class PresenceKit {
       every: share.every,
       watcher: w.id,
     });
+    this.#watchdog(w);
   }
 
   // Out of the queue, or lets go of the lock: the next watcher in the
@@ -1527,9 +1553,10 @@ export class PresenceKit {
       }
       if (m.kind === "error") {
         // Once per kit, and not back to the kit that polled.
-        if (!share.leading && !reported && m.tab !== this.#tabId) {
+        if (!share.leading && m.tab !== this.#tabId) {
+          this.#watchdog(w, m.error.retryInMs ?? 0);
+          if (!reported) this.#emit("error", { ...m.error });
           reported = true;
-          this.#emit("error", { ...m.error });
         }
       } else if (m.kind === "sync") {
         if (share.leading && w.cursor !== null && m.watcher !== w.id) {
@@ -1548,6 +1575,7 @@ export class PresenceKit {
         }
       } else if (!share.leading && (m.to === null || m.to === w.id)) {
         this.#follow(w, m);
+        this.#watchdog(w);
       }
     }
   }

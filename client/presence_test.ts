@@ -2115,6 +2115,54 @@ Deno.test("PresenceKit.watch tabs: tabs watching at other intervals share among 
   for (const t of [slow, ...fast]) t.kit.dispose();
 });
 
+Deno.test("PresenceKit.watch tabs: a following tab that hears nothing from the polling one (a channel of the app's that carries only the tab messages) polls for itself after three intervals; one that hears every read never does", async () => {
+  const clock = new FakeClock(), locks = new FakeLocks();
+  const server = presenceServer();
+  // Passes here/bye/out only, as an app's channel written before watching
+  // was shared.
+  const bus = new FakeBus();
+  const deaf = (): TabChannel => {
+    const c = bus.channel();
+    return {
+      post: (m) => {
+        if (m.kind === "here" || m.kind === "bye" || m.kind === "out") {
+          c.post(m);
+        }
+      },
+      onMessage: c.onMessage,
+    };
+  };
+  const mk = (tabs: TabChannel) => {
+    const t = setup({ clock, tabs, locks, watchIntervalMs: 10_000 });
+    t.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+    t.client.reply = server;
+    const seen: number[] = [];
+    t.kit.watch(() => seen.push(clock.time));
+    const reads = () => t.client.calls.filter((c) => c.name === "presence");
+    return { ...t, seen, reads };
+  };
+  const a = mk(deaf());
+  await clock.advance(0);
+  const b = mk(deaf());
+  await clock.advance(120_000);
+  assert.equal(a.reads().length, 13);
+  assert.ok(b.reads().length >= 3, `${b.reads().length} reads`);
+  assert.ok(b.reads().length <= 5, `${b.reads().length} reads`);
+  assert.equal(b.seen.length, b.reads().length);
+  a.kit.dispose();
+  b.kit.dispose();
+  // The kit's own messages: the follower hears every read, and never polls.
+  const shared = new FakeBus(), other = new FakeLocks();
+  const c = watchingTab(shared, other, clock, server);
+  await clock.advance(0);
+  const d = watchingTab(shared, other, clock, server);
+  await clock.advance(120_000);
+  assert.equal(d.reads().length, 0);
+  assert.ok(d.seen.length >= 12, `${d.seen.length} maps`);
+  c.kit.dispose();
+  d.kit.dispose();
+});
+
 Deno.test("browserLocks: none where there is no page (Deno has navigator.locks but no document): a server's kits poll for themselves", () => {
   assert.equal(typeof (navigator as { locks?: unknown }).locks, "object");
   assert.equal(browserLocks(), null);
