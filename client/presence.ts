@@ -778,6 +778,7 @@ export class PresenceKit {
       offlineFailure: false,
       partial: null,
       stopped: false,
+      epoch: 0,
       off: () => {},
       joining: this.#tabs !== null && this.#locks !== null,
       share: null,
@@ -1272,6 +1273,9 @@ export class PresenceKit {
     // (a read of thousands of pages is not started over for one lost page).
     const from = w.partial;
     w.partial = null;
+    // A map handed by the polling tab meanwhile (#follow) is newer than
+    // what this poll reads from: its answer, or failure, is then dropped.
+    const epoch = w.epoch;
     let since = from ? from.since : w.cursor;
     let resync = from ? from.resync : since === null;
     let cursor: string | null = from?.cursor ?? null;
@@ -1335,67 +1339,71 @@ export class PresenceKit {
         if (afterId === null || w.stopped) break;
       }
       if (w.stopped) return;
-      // A new map each time, so that an app comparing maps (React's state)
-      // sees every change.
-      const map = resync ? new Map<number, PresenceUser>() : new Map(w.users);
-      for (const u of users) map.set(u.id, u);
-      for (const id of removed) map.delete(id);
-      w.users = map;
-      w.cursor = cursor;
-      w.failures = 0;
-      w.offlineFailure = false;
-      // The user's other watchers read it from here; told before this
-      // watcher's callback, which may change the arrays it is handed.
-      if (w.share?.leading) {
-        this.#tell({
-          kind: "read",
-          tab: this.#tabId,
-          user: w.share.user,
-          every: w.share.every,
-          to: null,
-          from: resync ? null : since,
-          cursor: w.cursor,
-          changed: users,
-          removed,
-          resync,
-        });
+      if (w.epoch === epoch) {
+        // A new map each time, so that an app comparing maps (React's state)
+        // sees every change.
+        const map = resync ? new Map<number, PresenceUser>() : new Map(w.users);
+        for (const u of users) map.set(u.id, u);
+        for (const id of removed) map.delete(id);
+        w.users = map;
+        w.cursor = cursor;
+        w.failures = 0;
+        w.offlineFailure = false;
+        // The user's other watchers read it from here; told before this
+        // watcher's callback, which may change the arrays it is handed.
+        if (w.share?.leading) {
+          this.#tell({
+            kind: "read",
+            tab: this.#tabId,
+            user: w.share.user,
+            every: w.share.every,
+            to: null,
+            from: resync ? null : since,
+            cursor: w.cursor,
+            changed: users,
+            removed,
+            resync,
+          });
+        }
+        this.#changed(w, { changed: users, removed, resync });
       }
-      this.#changed(w, { changed: users, removed, resync });
     } catch (failure) {
       if (w.stopped) return;
-      const answer = _isAnswer(failure) ? failure : _noAnswer(failure);
-      // Pages already read are kept for the next poll, unless the pages
-      // themselves were wrong.
-      if (afterId !== null && answer.body.code !== "bad_page") {
-        w.partial = { since, resync, cursor, afterId, users, removed };
+      if (w.epoch === epoch) {
+        const answer = _isAnswer(failure) ? failure : _noAnswer(failure);
+        // Pages already read are kept for the next poll, unless the pages
+        // themselves were wrong.
+        if (afterId !== null && answer.body.code !== "bad_page") {
+          w.partial = { since, resync, cursor, afterId, users, removed };
+        }
+        w.failures++;
+        w.offlineFailure = answer.status === 0;
+        if (_transient(answer)) {
+          const saved = this.#failures;
+          this.#failures = w.failures;
+          wait = this.#backoff(answer.retryAfterS);
+          this.#failures = saved;
+        }
+        const over = await this.#sessionOver(answer);
+        const error: KitError = {
+          source: "watch",
+          code: String(answer.body.code ?? "http_error"),
+          status: answer.status,
+          message: String(answer.body.error ?? answer.body.message ?? ""),
+        };
+        if (!over) error.retryInMs = wait;
+        this.#emit("error", error);
+        if (!over && w.share?.leading) {
+          this.#tell({
+            kind: "error",
+            tab: this.#tabId,
+            user: w.share.user,
+            every: w.share.every,
+            error,
+          });
+        }
+        if (over) await this.#sessionEnded(answer);
       }
-      w.failures++;
-      w.offlineFailure = answer.status === 0;
-      if (_transient(answer)) {
-        const saved = this.#failures;
-        this.#failures = w.failures;
-        wait = this.#backoff(answer.retryAfterS);
-        this.#failures = saved;
-      }
-      const over = await this.#sessionOver(answer);
-      const error: KitError = {
-        source: "watch",
-        code: String(answer.body.code ?? "http_error"),
-        status: answer.status,
-        message: String(answer.body.error ?? answer.body.message ?? ""),
-      };
-      if (!over) error.retryInMs = wait;
-      this.#emit("error", error);
-      if (!over && w.share?.leading) {
-        this.#tell({
-          kind: "error",
-          tab: this.#tabId,
-          user: w.share.user,
-          every: w.share.every,
-          error,
-        });
-      }
-      if (over) await this.#sessionEnded(answer);
     } finally {
       w.busy = false;
     }
@@ -1602,6 +1610,7 @@ export class PresenceKit {
     w.users = map;
     w.cursor = m.cursor;
     w.partial = null;
+    w.epoch++;
     this.#changed(w, {
       changed: m.changed,
       removed: m.removed,
@@ -1685,6 +1694,8 @@ interface _Watcher {
   stopped: boolean;
   /** Removes its visibility listener. */
   off: () => void;
+  /** Counts the maps handed to it (#follow): a poll started before is stale. */
+  epoch: number;
   /** Finding out (the session) whether it shares its user's polls. */
   joining: boolean;
   /** Shared with the user's other watchers in this browser, or alone. */

@@ -2163,6 +2163,71 @@ Deno.test("PresenceKit.watch tabs: a following tab that hears nothing from the p
   d.kit.dispose();
 });
 
+Deno.test("PresenceKit.watch tabs: a poll still on its way when its tab was handed a newer map (hidden, then shown while another tab polled) is dropped: the map never goes back", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  // Versions: cursor v<n>; a read since v<k> lists the users changed after
+  // k, as they are at the latest version.
+  const log: { v: number; u: PresenceUser }[] = [{
+    v: 0,
+    u: user(1, "online"),
+  }];
+  let hold: Promise<void> | null = null;
+  const server = async (c: Call): Promise<Reply> => {
+    if (c.name !== "presence") return presenceServer()(c);
+    const since = c.body.cursor === undefined
+      ? -1
+      : Number(String(c.body.cursor).slice(1));
+    const latest = new Map<number, PresenceUser>();
+    for (const e of log) if (e.v > since) latest.set(e.u.id, e.u);
+    const body = {
+      ok: true,
+      users: [...latest.values()],
+      removed: [],
+      next_after_id: null,
+      cursor: `v${log.at(-1)!.v}`,
+      resync: false,
+    };
+    const slow = hold;
+    if (slow) await slow; // read, and its answer slow (a phone's network)
+    return { status: 200, body };
+  };
+  const mk = () => {
+    const t = setup({
+      clock,
+      tabs: bus.channel(),
+      locks,
+      watchIntervalMs: 10_000,
+    });
+    t.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+    t.client.reply = server;
+    const status: string[] = [];
+    t.kit.watch((users) => status.push(users.get(1)?.status ?? "-"));
+    return { ...t, status };
+  };
+  const a = mk();
+  await clock.advance(0);
+  const b = mk();
+  await clock.advance(0);
+  log.push({ v: 1, u: user(1, "away") });
+  let release = () => {};
+  hold = new Promise((r) => (release = r));
+  await clock.advance(10_000); // a's poll reads v1; its answer is slow
+  hold = null;
+  log.push({ v: 2, u: user(1, "offline") });
+  a.page.setHidden(true); // b polls at once: v2
+  await clock.advance(0);
+  a.page.setHidden(false); // a is handed b's map at v2
+  await clock.advance(0);
+  release(); // a's old answer lands
+  await clock.advance(0);
+  assert.deepEqual(a.status, ["online", "offline"]);
+  assert.deepEqual(b.status, ["online", "offline"]);
+  await clock.advance(10_000);
+  assert.equal(a.status.at(-1), "offline");
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
 Deno.test("browserLocks: none where there is no page (Deno has navigator.locks but no document): a server's kits poll for themselves", () => {
   assert.equal(typeof (navigator as { locks?: unknown }).locks, "object");
   assert.equal(browserLocks(), null);
