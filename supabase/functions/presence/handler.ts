@@ -96,8 +96,9 @@ export async function presence(
   let result = await read(since);
   if (result.reset) {
     // The cursor is too old, the table was truncated, or the cursor comes
-    // from another cluster's transaction ids: only a full read is sure. Or
-    // a bulk write changed more rows than a full read costs to page through.
+    // from another timeline (a restore, a failover) or another cluster's
+    // transaction ids: only a full read is sure. Or a bulk write changed
+    // more rows than a full read costs to page through.
     resync = true;
     result = await read(null);
   }

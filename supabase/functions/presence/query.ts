@@ -69,12 +69,13 @@ export interface ReadResult {
   /** The last id listed when more remain, else `null`. */
   readonly nextAfterId: number | null;
   /**
-   * The cursor cannot be continued (older than
-   * {@linkcode CURSOR_MAX_AGE_S}, the table was truncated, the database is
-   * on another timeline than the cursor's (a point-in-time restore, a
-   * failover), or its transaction ids are behind the cursor's: another
-   * cluster, a restore), or more changed since than {@linkcode CHANGES_BOUND_PAGES}
-   * pages: the caller answers a full read instead.
+   * The cursor cannot be continued (it is older than
+   * {@linkcode CURSOR_MAX_AGE_S}; the table was truncated; the database is
+   * on another timeline than the cursor's, after a point-in-time restore or
+   * a failover; or its transaction ids are behind the cursor's: another
+   * cluster, a restore), or more changed since than
+   * {@linkcode CHANGES_BOUND_PAGES} pages: the caller answers a full read
+   * instead.
    */
   readonly reset: boolean;
   /** What the next changes-since call needs. */
@@ -149,11 +150,11 @@ type _InFlight = Map<string, {
  * first page asked while another one runs whose answer covers it (the same
  * columns and thresholds, and a cursor no newer than this one's, see
  * {@linkcode covers}) gets that statement's answer instead of paying for
- * its own, when that answer's snapshot is no older than this caller's
- * cursor and it is no reset of another cursor's (later pages, and those
- * answers, are read for the caller alone). Such an answer may list users that did not change since this
- * caller's cursor (harmless: the view applies them again) and never misses
- * one; its cursor is the shared statement's snapshot, so the watchers that
+ * its own, unless that answer's snapshot is older than this caller's
+ * cursor or it is a reset answered to another cursor. Later pages are read
+ * for each caller alone. Such an answer may list users that did not change
+ * since this caller's cursor (harmless: the view applies them again) and
+ * never misses one; its cursor is the shared statement's snapshot, so the watchers that
  * shared a poll hold the same cursor afterwards and keep sharing.
  */
 export function readShared(
