@@ -1560,10 +1560,13 @@ export class PresenceKit {
         continue;
       }
       if (m.kind === "error") {
-        // Once per kit, and not back to the kit that polled.
-        if (!share.leading && m.tab !== this.#tabId) {
+        // Reported once per kit, and not again by the kit that polled; its
+        // backoff holds every follower's watchdog, this kit's own too.
+        if (!share.leading) {
           this.#watchdog(w, m.error.retryInMs ?? 0);
-          if (!reported) this.#emit("error", { ...m.error });
+          if (!reported && m.tab !== this.#tabId) {
+            this.#emit("error", { ...m.error });
+          }
           reported = true;
         }
       } else if (m.kind === "sync") {

@@ -2228,6 +2228,28 @@ Deno.test("PresenceKit.watch tabs: a poll still on its way when its tab was hand
   b.kit.dispose();
 });
 
+Deno.test("PresenceKit.watch tabs: through the polling watcher's backoff, a second watcher of the same kit waits too: no poll of its own, no error reported twice", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const a = watchingTab(bus, locks, clock, presenceServer());
+  await clock.advance(0);
+  a.kit.watch(() => {});
+  await clock.advance(0);
+  a.client.reply = () => ({
+    status: 503,
+    body: { code: "db_timeout" },
+    headers: { "Retry-After": "120" },
+  });
+  await clock.advance(10_000);
+  const reads = a.reads().length, errors = a.errors.length;
+  assert.equal(errors, 1);
+  // The first retry is 120 s on: three intervals (30 s) pass without a
+  // read or an error from either watcher.
+  await clock.advance(100_000);
+  assert.equal(a.reads().length, reads);
+  assert.equal(a.errors.length, errors);
+  a.kit.dispose();
+});
+
 Deno.test("browserLocks: none where there is no page (Deno has navigator.locks but no document): a server's kits poll for themselves", () => {
   assert.equal(typeof (navigator as { locks?: unknown }).locks, "object");
   assert.equal(browserLocks(), null);
