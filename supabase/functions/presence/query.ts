@@ -349,12 +349,18 @@ export function presenceStatement(
     : sql`u.ultimo_acceso`;
   const ids = (column: Fragment) =>
     o.ids ? sql`and ${column} = any(${pgArray(o.ids)}::bigint[])` : sql``;
-  const head = sql`now() as t,
-    (extract(epoch from now()) * 1000000)::bigint::text as t_us,
-    pg_current_snapshot()::text as snap, ${_timeline(sql)} as timeline`;
+  // What the answer says of the database (its clock, snapshot and
+  // timeline): one row, computed once per statement, not per listed user.
+  const here = sql`here as materialized (
+      select now() as t,
+             (extract(epoch from now()) * 1000000)::bigint::text as t_us,
+             pg_current_snapshot()::text as snap,
+             ${_timeline(sql)} as timeline
+    )`;
   if (!o.since) {
     return sql`
-      with page as (
+      with ${here},
+      page as (
         select u.id, false as gone, u.nombre_usuario, u.presence_state,
                ${ultimo} as ultimo_acceso, ${status} as status ${adminColumns}
         from public.usuarios u
@@ -363,8 +369,8 @@ export function presenceStatement(
         order by u.id
         limit ${o.limit + 1}::int
       )
-      select ${head}, false as reset, page.*
-      from (values (1)) one left join page on true
+      select here.*, false as reset, page.*
+      from here left join page on true
       order by page.id
     `;
   }
@@ -387,7 +393,7 @@ export function presenceStatement(
   // A cursor from another timeline (a restore, a failover) cannot be
   // continued; one issued before timelines were kept is not asked.
   const otherTimeline = c.timeline
-    ? sql`or ${c.timeline}::text is distinct from ${_timeline(sql)}`
+    ? sql`or ${c.timeline}::text is distinct from here.timeline`
     : sql``;
   // Each branch stops one row past the bound: if any reaches it, more than
   // the bound changed, whatever the others hold.
@@ -397,7 +403,8 @@ export function presenceStatement(
     -- ANALYZE. A cursor older than CURSOR_MAX_AGE_S cannot be continued:
     -- its bound is -1, so that no branch reads a row and the answer is a
     -- reset.
-    with bound as materialized (
+    with ${here},
+    bound as materialized (
       select case
                when ${cursorTime} < now()
                       - make_interval(secs => ${CURSOR_MAX_AGE_S}::int)
@@ -444,17 +451,23 @@ export function presenceStatement(
         from public.usuarios u where u.id = ch.id
         limit 1
       ) u on true
+    ),
+    -- Whether the cursor can be continued: once, beside what the answer
+    -- says of the database.
+    head as (
+      select here.*,
+             ((select n from bound) < 0
+              ${otherTimeline}
+              or pg_snapshot_xmax(here.snap::pg_snapshot)
+                   < pg_snapshot_xmax(${s})
+              or exists (select 1 from presence.changes c
+                         where c.user_id = ${WHOLE_TABLE}::bigint and ${since})
+              or (select count(*) from changed) > (select n from bound))
+               as reset
+      from here
     )
-    select ${head},
-           ((select n from bound) < 0
-            ${otherTimeline}
-            or pg_snapshot_xmax(pg_current_snapshot()) < pg_snapshot_xmax(${s})
-            or exists (select 1 from presence.changes c
-                       where c.user_id = ${WHOLE_TABLE}::bigint and ${since})
-            or (select count(*) from changed) > (select n from bound))
-             as reset,
-           page.*
-    from (values (1)) one left join page on true
+    select head.*, page.*
+    from head left join page on true
     order by page.id
   `;
 }
