@@ -118,7 +118,12 @@ export interface TabChannel {
  * about watching ({@linkcode TabSync}, {@linkcode TabRead}): one tab per
  * user polls for all of them (see {@linkcode PresenceKit.watch}).
  */
-export type TabMessage = TabPresence | TabSync | TabRead | TabError;
+export type TabMessage =
+  | TabPresence
+  | TabLead
+  | TabSync
+  | TabRead
+  | TabError;
 
 /**
  * A tab is `here` (running, now and then), says `bye` (closing), or is
@@ -134,8 +139,22 @@ export interface TabPresence {
 }
 
 /**
+ * A tab has just been granted its user's lock and polls from now on: the
+ * other tabs' watchers follow it, and no longer the tab that polled
+ * before (whose last reads may still be on their way).
+ */
+export interface TabLead {
+  kind: "lead";
+  tab: string;
+  /** Whose polls (`sub`). */
+  user: string;
+  /** Its `watchIntervalMs` (see {@linkcode TabSync}). */
+  every: number;
+}
+
+/**
  * A watcher that does not poll (another tab of its user does) asks the
- * polling one for the map it holds: it has just started watching, has been
+ * polling one for what it lacks: it has just started watching, has been
  * hidden, or missed a read.
  */
 export interface TabSync {
@@ -150,12 +169,23 @@ export interface TabSync {
   every: number;
   /** The asking watcher's id. */
   watcher: string;
+  /**
+   * The cursor of the map the watcher holds, or `null` for none: the
+   * polling tab answers with the changes since it when it has them.
+   */
+  cursor: string | null;
+  /**
+   * The polling tab the watcher follows (its `tab`), or `null` for any:
+   * only that tab answers.
+   */
+  holder: string | null;
 }
 
 /**
  * What the polling tab read: a poll's changes (`to: null`, for every
- * watcher of `user`), or its whole map in answer to a {@linkcode TabSync}
- * (`to`: that watcher; `resync: true`).
+ * watcher of `user`), or in answer to a {@linkcode TabSync} (`to`: that
+ * watcher) the changes since the asker's cursor, or its whole map
+ * (`resync: true`) when it does not have them.
  */
 export interface TabRead {
   kind: "read";
@@ -227,7 +257,8 @@ export function browserTabs(url: string): TabChannel | null {
             fn({ kind: m.kind, tab: m.tab, user: m.user });
           }
         } else if (
-          m.kind === "sync" || m.kind === "read" || m.kind === "error"
+          m.kind === "lead" || m.kind === "sync" || m.kind === "read" ||
+          m.kind === "error"
         ) {
           const { realm: _, ...message } = m;
           fn(message);
@@ -753,12 +784,14 @@ export class PresenceKit {
    * With several tabs of one signed-in user (same browser, same project),
    * one visible tab polls and hands each read to the others' watchers over
    * `tabs`, who get the same map and change as if they had polled (a
-   * watcher that starts, or shows again, while another tab polls first gets
-   * that tab's whole map, `resync: true`). The polling tab holds a lock
-   * (`locks`): when it stops watching, hides, signs out, closes or crashes,
-   * a visible tab that watches takes over at once. Only the polling tab
-   * reports the poll's errors. Without `tabs` or `locks`, or before a
-   * session, every watcher polls for itself.
+   * watcher that starts while another tab polls first gets that tab's whole
+   * map, `resync: true`; one shown again, or that missed a read, gets the
+   * changes since its cursor, or the whole map when the polling tab no
+   * longer keeps them: after 100 of its reads). The polling tab holds a
+   * lock (`locks`): when it stops watching, hides, signs out, closes or
+   * crashes, a visible tab that watches takes over at once. Only the polling
+   * tab backs off; every tab reports its poll's errors. Without `tabs` or
+   * `locks`, or before a session, every watcher polls for itself.
    *
    * @example
    * ```ts
@@ -782,6 +815,8 @@ export class PresenceKit {
       off: () => {},
       joining: this.#tabs !== null && this.#locks !== null,
       share: null,
+      holder: null,
+      history: [],
     };
     this.#watchers.add(w);
     if (w.joining) void this.#share(w);
@@ -935,7 +970,10 @@ export class PresenceKit {
 
   #heard(m: TabMessage): void {
     if (m.tab === this.#tabId) return;
-    if (m.kind === "sync" || m.kind === "read" || m.kind === "error") {
+    if (
+      m.kind === "lead" || m.kind === "sync" || m.kind === "read" ||
+      m.kind === "error"
+    ) {
       this.#heardWatch(m);
       return;
     }
@@ -1347,6 +1385,7 @@ export class PresenceKit {
         for (const id of removed) map.delete(id);
         w.users = map;
         w.cursor = cursor;
+        _record(w, resync ? null : since, users, removed);
         w.failures = 0;
         w.offlineFailure = false;
         // The user's other watchers read it from here; told before this
@@ -1431,7 +1470,10 @@ export class PresenceKit {
       retryInMs + this.#watchIntervalMs,
     );
     w.timer = this.#clock.setTimeout(() => {
-      if (w.share && !w.share.leading) void this.#poll(w, true);
+      if (!w.share || w.share.leading) return;
+      // Its polling tab fell silent: it follows whichever polls next.
+      w.holder = null;
+      void this.#poll(w, true);
     }, wait);
   }
 
@@ -1506,6 +1548,12 @@ export class PresenceKit {
         // Granted after it left: let go at once.
         if (share.leave !== leave || w.stopped) return Promise.resolve();
         share.leading = true;
+        this.#tell({
+          kind: "lead",
+          tab: this.#tabId,
+          user: share.user,
+          every: share.every,
+        });
         // At once: the tab before may have been gone for a while (hidden,
         // crashed), and the map's cursor makes this read a short one.
         void this.#poll(w);
@@ -1519,12 +1567,17 @@ export class PresenceKit {
       w.share = null;
       if (!w.stopped && !this.#page.hidden()) void this.#poll(w);
     });
+    // Whoever polls now (the tab it followed may have let go while this
+    // one was hidden, unheard) answers, and is followed from then on.
+    w.holder = null;
     this.#tell({
       kind: "sync",
       tab: this.#tabId,
       user: share.user,
       every: share.every,
       watcher: w.id,
+      cursor: w.cursor,
+      holder: null,
     });
     this.#watchdog(w);
   }
@@ -1541,12 +1594,12 @@ export class PresenceKit {
 
   // To the other tabs, and to this kit's own other watchers (a channel
   // does not deliver to the object that posts).
-  #tell(m: TabSync | TabRead | TabError): void {
+  #tell(m: _WatchMessage): void {
     this.#tabs?.post(m);
     this.#heardWatch(structuredClone(m));
   }
 
-  #heardWatch(m: TabSync | TabRead | TabError): void {
+  #heardWatch(m: _WatchMessage): void {
     let reported = false;
     for (const w of this.#watchers) {
       const share = w.share;
@@ -1559,10 +1612,15 @@ export class PresenceKit {
       ) {
         continue;
       }
-      if (m.kind === "error") {
+      if (m.kind === "lead") {
+        if (!share.leading) {
+          w.holder = m.tab;
+          this.#watchdog(w);
+        }
+      } else if (m.kind === "error") {
         // Reported once per kit, and not again by the kit that polled; its
         // backoff holds every follower's watchdog, this kit's own too.
-        if (!share.leading) {
+        if (!share.leading && (w.holder === null || m.tab === w.holder)) {
           this.#watchdog(w, m.error.retryInMs ?? 0);
           if (!reported && m.tab !== this.#tabId) {
             this.#emit("error", { ...m.error });
@@ -1570,30 +1628,51 @@ export class PresenceKit {
           reported = true;
         }
       } else if (m.kind === "sync") {
-        if (share.leading && w.cursor !== null && m.watcher !== w.id) {
-          this.#tell({
-            kind: "read",
-            tab: this.#tabId,
-            user: share.user,
-            every: share.every,
-            to: m.watcher,
-            from: null,
-            cursor: w.cursor,
-            changed: [...w.users.values()],
-            removed: [],
-            resync: true,
-          });
+        if (
+          share.leading && w.cursor !== null && m.watcher !== w.id &&
+          // A tab with an older kit (a deploy meanwhile) names none.
+          (m.holder == null || m.holder === this.#tabId)
+        ) {
+          this.#answer(w, share, m);
         }
       } else if (!share.leading && (m.to === null || m.to === w.id)) {
+        // One polling tab is followed: the one heard first, until another
+        // says it took the lock. Where the browser partitions the locks but
+        // not the channel (the app embedded in another site's page and
+        // open at top level), two tabs poll, and their reads, which go on
+        // from different cursors, are never mixed.
+        w.holder ??= m.tab;
+        if (m.tab !== w.holder) continue;
         this.#follow(w, m);
         this.#watchdog(w);
       }
     }
   }
 
+  // The polling watcher `w` answers a follower's sync: the changes since
+  // the follower's cursor where it has them (a tab shown again after a
+  // while, a missed read), else its whole map. Every tab of the origin
+  // deserializes what is posted, and a whole map of 10,000 users is about
+  // 1.2 MB; it also tells the app `resync`.
+  #answer(w: _Watcher, share: _Share, m: TabSync): void {
+    const changes = _changesSince(w, m.cursor ?? null);
+    this.#tell({
+      kind: "read",
+      tab: this.#tabId,
+      user: share.user,
+      every: share.every,
+      to: m.watcher,
+      from: changes ? m.cursor : null,
+      cursor: w.cursor!,
+      changed: changes ? changes.changed : [...w.users.values()],
+      removed: changes ? changes.removed : [],
+      resync: changes === null,
+    });
+  }
+
   // A read of the polling tab, applied as if this watcher had polled;
   // one that does not go on from this watcher's cursor (a read missed)
-  // is not, the polling tab is asked for its map instead.
+  // is not, the polling tab is asked for the changes since it instead.
   #follow(w: _Watcher, m: TabRead): void {
     // A second answer to its asking (it asked twice), or one it has.
     if (m.to !== null && m.cursor === w.cursor) return;
@@ -1604,6 +1683,8 @@ export class PresenceKit {
         user: m.user,
         every: m.every,
         watcher: w.id,
+        cursor: w.cursor,
+        holder: w.holder,
       });
       return;
     }
@@ -1612,6 +1693,7 @@ export class PresenceKit {
     for (const id of m.removed) map.delete(id);
     w.users = map;
     w.cursor = m.cursor;
+    _record(w, m.resync ? null : m.from, m.changed, m.removed);
     w.partial = null;
     w.epoch++;
     this.#changed(w, {
@@ -1703,7 +1785,87 @@ interface _Watcher {
   joining: boolean;
   /** Shared with the user's other watchers in this browser, or alone. */
   share: _Share | null;
+  /** The polling tab it follows (its `tab`), or `null` for the next heard. */
+  holder: string | null;
+  /**
+   * The reads that led to its map, oldest first, each going on from the
+   * one before and the last ending at `cursor` (see {@linkcode _record}).
+   */
+  history: _Step[];
 }
+
+// A read applied to a watcher's map: the changes from cursor `from` to
+// cursor `cursor`.
+interface _Step {
+  from: string;
+  cursor: string;
+  changed: PresenceUser[];
+  removed: number[];
+}
+
+// Most reads a watcher keeps (a tab hidden for 100 intervals gets its
+// polling tab's whole map when shown), and most users and ids in them
+// beyond its map's size (more changes than the map holds: the map is no
+// bigger).
+const _HISTORY_READS = 100;
+const _HISTORY_ENTRIES = 1_000;
+
+// Keeps the read just applied to `w` (from cursor `from`, now at
+// `w.cursor`); `from` null (a whole map) starts over. Copies: the app's
+// callback is handed the arrays and may change them.
+function _record(
+  w: _Watcher,
+  from: string | null,
+  changed: readonly PresenceUser[],
+  removed: readonly number[],
+): void {
+  if (from === null || w.history.at(-1)?.cursor !== from) w.history = [];
+  if (from === null || w.cursor === null) return;
+  w.history.push({
+    from,
+    cursor: w.cursor,
+    changed: [...changed],
+    removed: [...removed],
+  });
+  const most = Math.max(_HISTORY_ENTRIES, w.users.size);
+  let entries = 0;
+  for (const step of w.history) {
+    entries += step.changed.length + step.removed.length;
+  }
+  while (w.history.length > _HISTORY_READS || entries > most) {
+    const gone = w.history.shift()!;
+    entries -= gone.changed.length + gone.removed.length;
+  }
+}
+
+// The changes that take a map at `cursor` to `w`'s, as one read (each id
+// in `changed` or `removed`, as its last read left it), or `null` when
+// `w` has not kept them.
+function _changesSince(
+  w: _Watcher,
+  cursor: string | null,
+): { changed: PresenceUser[]; removed: number[] } | null {
+  if (cursor === null) return null;
+  if (cursor === w.cursor) return { changed: [], removed: [] };
+  const first = w.history.findIndex((step) => step.from === cursor);
+  if (first < 0 || w.history.at(-1)!.cursor !== w.cursor) return null;
+  const changed = new Map<number, PresenceUser>();
+  const removed = new Set<number>();
+  for (const step of w.history.slice(first)) {
+    for (const u of step.changed) {
+      changed.set(u.id, u);
+      removed.delete(u.id);
+    }
+    for (const id of step.removed) {
+      removed.add(id);
+      changed.delete(id);
+    }
+  }
+  return { changed: [...changed.values()], removed: [...removed] };
+}
+
+// What the kit posts to the other tabs about watching.
+type _WatchMessage = TabLead | TabSync | TabRead | TabError;
 
 interface _Share {
   /** The user (`sub`) it reads as. */

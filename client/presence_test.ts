@@ -1938,15 +1938,16 @@ for (
       resync: false,
     });
     if (how === "is hidden") {
-      // Shown again, a gets b's map and polls no more while b does.
+      // Shown again, a gets b's changes since a's cursor (not the whole
+      // map, not a resync) and polls no more while b does.
       const shown = a.seen.length;
       a.page.setHidden(false);
       await clock.advance(20_000);
       assert.equal(a.reads().length, aReads);
       assert.deepEqual(a.seen[shown], {
         ids: b.seen.at(-3)!.ids,
-        changed: b.seen.at(-3)!.ids,
-        resync: true,
+        changed: b.seen.at(-3)!.changed,
+        resync: false,
       });
       assert.deepEqual(a.seen.slice(shown + 1), b.seen.slice(-2));
     }
@@ -1954,6 +1955,141 @@ for (
     b.kit.dispose();
   });
 }
+
+/**
+ * A `presence` read API over `size` users that changes as a real one does:
+ * each read first changes a few users (status), adds one and removes one,
+ * then answers the users changed since the cursor's version (all of them
+ * without one) and the ids removed since. `state()` is the map a full read
+ * would give now.
+ */
+function changingServer(size: number) {
+  const users = new Map<number, { u: PresenceUser; at: number }>();
+  const removed = new Map<number, number>();
+  let version = 0, next = 1, turn = 0;
+  for (; next <= size; next++) {
+    users.set(next, { u: user(next, "online"), at: 0 });
+  }
+  const statuses: PresenceUser["status"][] = ["online", "away", "offline"];
+  return {
+    state: () => new Map([...users].map(([id, e]) => [id, e.u])),
+    reply: (call: Call): Reply => {
+      if (call.name !== "presence") {
+        return { status: 200, body: _pingBody(String(call.body.state)) };
+      }
+      version++;
+      turn++;
+      for (let k = 0; k < 3; k++) {
+        const id = [...users.keys()][(turn * 7 + k * 13) % users.size];
+        users.set(id, { u: user(id, statuses[(turn + k) % 3]), at: version });
+      }
+      users.set(next, { u: user(next, "online"), at: version });
+      removed.delete(next++);
+      const gone = [...users.keys()][turn % users.size];
+      users.delete(gone);
+      removed.set(gone, version);
+      const since = call.body.cursor === undefined
+        ? null
+        : Number(String(call.body.cursor).slice(1));
+      return {
+        status: 200,
+        body: {
+          ok: true,
+          users: [...users.values()]
+            .filter((e) => since === null || e.at > since).map((e) => e.u),
+          removed: since === null
+            ? []
+            : [...removed].filter(([, at]) => at > since).map(([id]) => id),
+          next_after_id: null,
+          cursor: `v${version}`,
+          resync: false,
+        },
+      };
+    },
+  };
+}
+
+/** A bus that also counts what it delivers. */
+function countingBus() {
+  const bus = new FakeBus();
+  const posted: TabMessage[] = [];
+  bus.channel().onMessage((m) => posted.push(m));
+  return { bus, posted };
+}
+
+Deno.test("PresenceKit.watch tabs: a tab shown again while another polls is handed the changes since its cursor, not the polling tab's whole map; its map is the same as a full read's", async () => {
+  const { bus, posted } = countingBus();
+  const locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(2_000);
+  const a = watchingTab(bus, locks, clock, server.reply);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, server.reply);
+  await clock.advance(10_000);
+  const maps: ReadonlyMap<number, PresenceUser>[] = [];
+  b.kit.watch((users) => maps.push(users));
+  await clock.advance(0);
+  posted.length = 0;
+  const seen = b.seen.length;
+  // Alt-tab: hidden for one to three intervals, ten times.
+  for (let round = 0; round < 10; round++) {
+    b.page.setHidden(true);
+    await clock.advance(10_000 * (1 + round % 3));
+    b.page.setHidden(false);
+    await clock.advance(0);
+    assert.deepEqual(maps.at(-1), server.state(), `round ${round}`);
+  }
+  assert.equal(b.reads().length, 0, "b never polls");
+  const answers = posted.filter((m) => m.kind === "read" && m.to !== null);
+  assert.equal(answers.length, 20, "one answer per show and watcher");
+  for (const m of answers) {
+    assert.ok(m.kind === "read" && !m.resync && m.changed.length <= 20);
+  }
+  assert.ok(b.seen.slice(seen).every((s) => !s.resync), "no resync");
+  // Hidden for longer than the polling tab keeps reads: its whole map.
+  b.page.setHidden(true);
+  await clock.advance(10_000 * 110);
+  b.page.setHidden(false);
+  await clock.advance(0);
+  assert.equal(b.seen.at(-1)!.resync, true);
+  assert.deepEqual(maps.at(-1), server.state());
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: where the locks are partitioned and the channel is not (an app embedded in another site's page and open at top level), each tab follows one polling tab, applying its deltas only", async () => {
+  const bus = new FakeBus(), clock = new FakeClock();
+  const topLocks = new FakeLocks(), embeddedLocks = new FakeLocks();
+  const server = changingServer(50);
+  const top = watchingTab(bus, topLocks, clock, server.reply);
+  await clock.advance(0);
+  const follower = watchingTab(bus, topLocks, clock, server.reply);
+  await clock.advance(5_000);
+  const embedded = watchingTab(bus, embeddedLocks, clock, server.reply);
+  const wholeMaps: TabMessage[] = [];
+  bus.channel().onMessage((m) => {
+    if (m.kind === "read" && m.to !== null && m.resync) wholeMaps.push(m);
+  });
+  await clock.advance(0);
+  const before = follower.seen.length;
+  await clock.advance(60_000);
+  assert.ok(top.reads().length >= 6 && embedded.reads().length >= 6);
+  assert.equal(follower.reads().length, 0);
+  assert.ok(follower.seen.length - before >= 6);
+  assert.deepEqual(
+    follower.seen.slice(before).filter((s) => s.resync),
+    [],
+    "only deltas",
+  );
+  assert.deepEqual(wholeMaps, []);
+  // The one it follows (the last to say it took a lock).
+  assert.deepEqual(follower.seen.at(-1)!.ids, embedded.seen.at(-1)!.ids);
+  // The polling tab of its partition goes: the follower takes the lock.
+  top.kit.dispose();
+  await clock.advance(10_000);
+  assert.ok(follower.reads().length >= 1);
+  assert.equal(follower.seen.at(-1)!.resync, false);
+  for (const t of [follower, embedded]) t.kit.dispose();
+});
 
 Deno.test("PresenceKit.watch tabs: the polling tab's failures are reported by the other tab too (its map is not live), which does not poll", async () => {
   const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
