@@ -2056,6 +2056,24 @@ Deno.test("PresenceKit.watch tabs: a tab shown again while another polls is hand
   b.kit.dispose();
 });
 
+Deno.test("PresenceKit.watch tabs: a tab running an older kit (a deploy meanwhile), whose sync names no cursor and no polling tab, is answered with the whole map", async () => {
+  const { bus, posted } = countingBus();
+  const locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(20);
+  const a = watchingTab(bus, locks, clock, server.reply);
+  await clock.advance(10_000);
+  const older = { kind: "sync", tab: "old", user: "ana", every: 10_000 };
+  bus.channel().post({ ...older, watcher: "old/1" } as TabMessage);
+  await clock.advance(0);
+  const answer = posted.find((m) => m.kind === "read" && m.to === "old/1");
+  assert.ok(answer?.kind === "read" && answer.resync);
+  assert.deepEqual(
+    new Map(answer.changed.map((u) => [u.id, u])),
+    server.state(),
+  );
+  a.kit.dispose();
+});
+
 Deno.test("PresenceKit.watch tabs: where the locks are partitioned and the channel is not (an app embedded in another site's page and open at top level), each tab follows one polling tab, applying its deltas only", async () => {
   const bus = new FakeBus(), clock = new FakeClock();
   const topLocks = new FakeLocks(), embeddedLocks = new FakeLocks();
