@@ -1239,6 +1239,46 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "presence: a time before 1901 (a legacy sentinel such as 1900-01-01) is answered as the same instant in a database outside UTC as in a UTC one; the zones' offsets then were in seconds (local mean time), which postgres.js cannot read",
+  async () => {
+    const reader = await member("reader");
+    const [{ db }] = await stack.sql`select current_database() as db`;
+    const [row] = await stack.sql`
+      insert into public.usuarios (nombre_usuario, presence_state, ultimo_acceso)
+      values ('sentinel-1900', 'offline', '1900-01-01 00:00:00.123456+00')
+      returning id`;
+    try {
+      for (
+        const zone of [
+          "UTC",
+          "Europe/Madrid",
+          "America/Mexico_City",
+          "Asia/Kolkata",
+        ]
+      ) {
+        await stack.sql.unsafe(
+          `alter database "${db}" set timezone to '${zone}'`,
+        );
+        await stack.sql.unsafe(`set timezone to '${zone}'`);
+        await stack.reopenFunctionPools();
+        const w = await watcher(reader);
+        try {
+          assert.deepEqual(
+            w.map.get(Number(row.id))?.ultimo_acceso,
+            "1900-01-01T00:00:00.123Z",
+            zone,
+          );
+        } finally {
+          w.stop();
+        }
+      }
+    } finally {
+      await stack.sql`delete from public.usuarios where id = ${row.id}`;
+    }
+  },
+);
+
 for (const zone of ["Europe/Madrid", "America/Mexico_City"]) {
   e2eTest(
     `presence: a naive timestamp column under ${zone}: status and deltas by UTC`,
@@ -1287,6 +1327,20 @@ for (const zone of ["Europe/Madrid", "America/Mexico_City"]) {
           "stored as UTC",
         );
         assert.equal(map.get(gone.rowId!)?.status, "offline");
+        // A legacy sentinel before 1901 (local mean time in the zone).
+        await stack.sql`update public.usuarios
+          set ultimo_acceso = '1900-01-01 00:00:00', presence_state = 'offline'
+          where id = ${gone.rowId!}`;
+        assert.equal(
+          (await assertInStep(w, reader, "after a sentinel")).get(gone.rowId!)
+            ?.ultimo_acceso,
+          "1900-01-01T00:00:00.000Z",
+        );
+        await stack.sql`update public.usuarios
+          set ultimo_acceso = (now() - interval '1 hour') at time zone 'UTC',
+              presence_state = 'online'
+          where id = ${gone.rowId!}`;
+        await assertInStep(w, reader, "after the sentinel went");
         // A move made by the clock alone: 298 s old, then over 300 s: away.
         await stack.sql`update public.usuarios
           set ultimo_acceso = (now() - interval '298 seconds') at time zone 'UTC'

@@ -269,7 +269,8 @@ interface _Row {
   gone: boolean | null;
   nombre_usuario: string | null;
   presence_state: string | null;
-  ultimo_acceso: Date | null;
+  /** Milliseconds since the epoch, as `numeric` text (`Infinity` too). */
+  ultimo_acceso: string | null;
   status: Status | null;
   correo?: string | null;
   auth_user_id?: string | null;
@@ -344,9 +345,13 @@ export function presenceStatement(
       columns.authUserId ? sql`, u.auth_user_id` : sql``
     }`
     : sql``;
-  const ultimo = columns.ultimoAccesoWithoutTimeZone
-    ? sql`(u.ultimo_acceso at time zone 'UTC')`
-    : sql`u.ultimo_acceso`;
+  // As milliseconds since the epoch (see _instant), which no TimeZone
+  // setting changes.
+  const ultimo = sql`floor(extract(epoch from ${
+    columns.ultimoAccesoWithoutTimeZone
+      ? sql`(u.ultimo_acceso at time zone 'UTC')`
+      : sql`u.ultimo_acceso`
+  }) * 1000)`;
   const ids = (column: Fragment) =>
     o.ids ? sql`and ${column} = any(${pgArray(o.ids)}::bigint[])` : sql``;
   // What the answer says of the database (its clock, snapshot and
@@ -499,13 +504,21 @@ function _statusFilter(
     ${wanted}`;
 }
 
-// A stored time as ISO 8601, or null: also for what PostgreSQL holds and a
-// Date cannot (`infinity`, `-infinity`, a BC date, which postgres.js reads
-// as an invalid Date): legacy sentinels ("never signed in"), or an app's
-// own write, must not fail every read of their page. The status was
-// computed in SQL from the stored value (`-infinity` is offline).
-function _instant(time: Date | null): string | null {
-  return time && !Number.isNaN(time.getTime()) ? time.toISOString() : null;
+// A stored time, read as milliseconds since the epoch, as ISO 8601, or
+// null: also for what PostgreSQL holds and no client could read
+// (`infinity`, `-infinity`, a BC date): legacy sentinels ("never signed
+// in"), or an app's own write, must not fail every read of their page. The
+// status was computed in SQL from the stored value (`-infinity` is
+// offline). Not the `timestamptz` itself: PostgreSQL writes it in the
+// session's TimeZone, whose offsets before about 1900 (local mean time,
+// `-00:14:44` in Europe/Madrid) have seconds, which postgres.js cannot
+// parse, so a legacy `1900-01-01` would read null outside UTC only.
+function _instant(ms: string | null): string | null {
+  if (ms === null) return null;
+  const time = new Date(Number(ms));
+  return Number.isNaN(time.getTime()) || time.getUTCFullYear() < 1
+    ? null
+    : time.toISOString();
 }
 
 function _result(rows: _Row[], o: ReadOptions): ReadResult {
