@@ -497,7 +497,7 @@ e2eTest(
              (select c from unnest(p.proconfig) c
               where c like 'lock_timeout=%') as lock_timeout
       from pg_proc p where p.pronamespace = 'presence'::regnamespace
-      order by 1`;
+      order by p.proname::text collate "C"`;
     assert.deepEqual(timeouts.map((r) => [r.name, r.lock_timeout]), [
       ["live_session", null],
       ["log_usuarios_changes", null],
@@ -507,6 +507,7 @@ e2eTest(
       ["reader", "lock_timeout=1s"],
       ["record_ping", "lock_timeout=1s"],
       ["rights_writable_by", null],
+      ["rights_write_paths", null],
       ["run_ddl", "lock_timeout=500ms"],
       ["settle_index", null],
     ]);

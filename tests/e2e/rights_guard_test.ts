@@ -66,7 +66,10 @@ async function setPassword(caller: TestUser, target: TestUser) {
 e2eTest(
   "presence.rights_writable_by: names anon/authenticated exactly when grants and row level security let them write rol or auth_user_id",
   async () => {
-    const cases: [string, string[], string[]][] = [
+    // [what, statements, the paths it names (role, relation, way), a write
+    // as authenticated that sets a row's rol where a path is
+    // authenticated's and fails where not]
+    const cases: [string, string[], string[], string?][] = [
       ["fresh table: no grant, RLS on", [], []],
       [
         "a table grant, RLS on and no policy",
@@ -79,7 +82,7 @@ e2eTest(
           "grant select, update on public.usuarios to authenticated",
           "create policy own_row on public.usuarios for update to authenticated using (auth_user_id = auth.uid())",
         ],
-        ["authenticated"],
+        ["authenticated public.usuarios table"],
       ],
       [
         "an own-row policy for all commands, to public",
@@ -87,7 +90,7 @@ e2eTest(
           "grant insert on public.usuarios to anon",
           "create policy own_row on public.usuarios using (auth_user_id = auth.uid())",
         ],
-        ["anon"],
+        ["anon public.usuarios table"],
       ],
       [
         "the same policy, but update granted on other columns only",
@@ -103,7 +106,7 @@ e2eTest(
           "alter table public.usuarios disable row level security",
           "grant update (rol) on public.usuarios to authenticated",
         ],
-        ["authenticated"],
+        ["authenticated public.usuarios table"],
       ],
       [
         "RLS off, update of correo alone granted (an unlinked row's link)",
@@ -111,7 +114,7 @@ e2eTest(
           "alter table public.usuarios disable row level security",
           "grant update (correo) on public.usuarios to authenticated",
         ],
-        ["authenticated"],
+        ["authenticated public.usuarios table"],
       ],
       [
         "a plain view over rol (its owner's rights), update granted",
@@ -119,7 +122,7 @@ e2eTest(
           "create view public.perfil as select id, rol from public.usuarios",
           "grant select, update on public.perfil to authenticated",
         ],
-        ["authenticated"],
+        ["authenticated public.perfil view"],
       ],
       [
         "the same view with security_invoker (the table's rules apply)",
@@ -144,13 +147,119 @@ e2eTest(
           "grant select on public.usuarios to anon, authenticated",
         ],
         [],
+        "update public.usuarios set rol = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a plain view over rol, update granted on some of its columns (a column grant)",
+        [
+          "create view public.perfil as select id, nombre_usuario, rol from public.usuarios",
+          "grant select on public.perfil to authenticated",
+          "grant update (nombre_usuario, rol) on public.perfil to authenticated",
+        ],
+        ["authenticated public.perfil view"],
+        "update public.perfil set rol = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a plain view over a plain view over rol, whose own write was taken away",
+        [
+          "create view public.perfil as select id, nombre_usuario, rol from public.usuarios",
+          "create view public.perfil2 as select * from public.perfil",
+          "grant select, update on public.perfil2 to authenticated",
+        ],
+        ["authenticated public.perfil2 view"],
+        "update public.perfil2 set rol = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a plain view over a security_invoker view over rol (under it, the table is checked as the session's role)",
+        [
+          "create view public.perfil with (security_invoker = true) as select id, rol from public.usuarios",
+          "create view public.perfil2 as select * from public.perfil",
+          "grant select, update on public.perfil2 to authenticated",
+        ],
+        [],
+        "update public.perfil2 set rol = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a plain view that takes none of the three columns from a view over rol still counts (the catalog does not say which column of a view comes from which)",
+        [
+          "create view public.perfil as select id, nombre_usuario, rol from public.usuarios",
+          "create view public.perfil2 as select id, nombre_usuario from public.perfil",
+          "grant select, update on public.perfil2 to authenticated",
+        ],
+        ["authenticated public.perfil2 view"],
+      ],
+      [
+        "a view over rol that cannot be written (an aggregate), everything granted",
+        [
+          "create view public.por_rol as select rol, count(*) as n from public.usuarios group by rol",
+          "grant all on public.por_rol to anon, authenticated",
+        ],
+        [],
+        "update public.por_rol set rol = 'probe-admin'",
+      ],
+      [
+        "a table that inherits usuarios (its rows are read as usuarios rows), RLS off, insert granted",
+        [
+          "create table public.usuarios_extra () inherits (public.usuarios)",
+          "grant insert on public.usuarios_extra to authenticated",
+        ],
+        ["authenticated public.usuarios_extra table"],
+        "insert into public.usuarios_extra (id, nombre_usuario, rol) values ($ID + 1000000000, 'probe-child', 'probe-admin')",
+      ],
+      [
+        "a table usuarios inherits from (an update of it reaches usuarios rows), RLS off, update granted",
+        [
+          "create table public.personas (rol text not null default 'usuario')",
+          "alter table public.usuarios inherit public.personas",
+          "grant select, update on public.personas to authenticated",
+        ],
+        ["authenticated public.personas table"],
+        "update public.personas set rol = 'probe-admin'",
+      ],
+      [
+        "a rule of another table whose action writes rol (it acts with that table's owner's rights)",
+        [
+          "create table public.solicitudes (id bigint, rol text)",
+          "create rule aplicar as on insert to public.solicitudes do also update public.usuarios set rol = new.rol where id = new.id",
+          "grant insert on public.solicitudes to authenticated",
+        ],
+        ["authenticated public.solicitudes rule aplicar"],
+        "insert into public.solicitudes values ($ID, 'probe-admin')",
       ],
     ];
-    for (const [name, statements, expected] of cases) {
+    for (const [name, statements, expected, probe] of cases) {
       await sql.begin(async (tx) => {
+        const [{ id }] = await tx`insert into public.usuarios (nombre_usuario)
+                                  values ('probe') returning id`;
         for (const s of statements) await tx.unsafe(s);
+        const found = await tx<{ path: string }[]>`
+          select role || ' ' || relation || ' ' || way as path
+          from presence.rights_write_paths()`;
+        assert.deepEqual(found.map((f) => f.path), expected, name);
+        const roles = [...new Set(expected.map((e) => e.split(" ")[0]))];
         const [{ r }] = await tx`select presence.rights_writable_by() as r`;
-        assert.deepEqual(r, expected, name);
+        assert.deepEqual(r, roles.sort(), name);
+        if (probe !== undefined) {
+          // The verdict is the database's own: the write goes through
+          // exactly where authenticated is named.
+          await tx.savepoint(async (sp) => {
+            await sp.unsafe("set local role authenticated");
+            await sp.unsafe(probe.replaceAll("$ID", String(id)));
+            await sp.unsafe("reset role");
+          }).catch((e) => {
+            if (
+              !(e instanceof Error &&
+                /permission denied|cannot/.test(e.message))
+            ) throw e;
+          });
+          const [{ wrote }] = await tx`select exists (
+              select 1 from public.usuarios where rol = 'probe-admin') as wrote`;
+          assert.equal(
+            wrote,
+            roles.includes("authenticated"),
+            `${name}: the write as authenticated`,
+          );
+        }
         // Undone: each case starts from the fresh table.
         throw new _Undo();
       }).catch((e) => {
@@ -258,6 +367,37 @@ e2eTest(
       await sql`alter table public.usuarios enable row level security`;
       await sql`revoke all on public.usuarios from anon, authenticated`;
     }
+  },
+);
+
+e2eTest(
+  "presence.rights_write_paths and rights_writable_by: empty search_path, the caller's rights, executable by service_role and postgres only",
+  async () => {
+    const rows = await sql`
+      select p.proname::text as name, p.proconfig, p.prosecdef,
+             has_function_privilege('anon', p.oid, 'execute') as anon,
+             has_function_privilege('authenticated', p.oid, 'execute')
+               as authenticated,
+             has_function_privilege('service_role', p.oid, 'execute')
+               as service_role
+      from pg_proc p
+      where p.pronamespace = 'presence'::regnamespace
+        and p.proname in ('rights_write_paths', 'rights_writable_by')
+      order by p.proname::text collate "C"`;
+    assert.deepEqual(
+      rows.map((r) => ({ ...r })),
+      [
+        ["rights_writable_by"],
+        ["rights_write_paths"],
+      ].map(([name]) => ({
+        name,
+        proconfig: ['search_path=""'],
+        prosecdef: false,
+        anon: false,
+        authenticated: false,
+        service_role: true,
+      })),
+    );
   },
 );
 

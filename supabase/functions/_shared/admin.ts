@@ -83,10 +83,12 @@ const _WRITABLE = Symbol("rights writable by");
 /**
  * The Data API roles (`anon`, `authenticated`) that could write the columns
  * rights and links are read from (`usuarios.rol`, `auth_user_id`, `correo`),
- * by their grants, the table's row level security and owner-rights views:
- * the database function
+ * by the grants and row level security of the table (and of its
+ * inheritance children and parents), owner-rights views over it at any
+ * depth, and rules: the database function
  * `presence.rights_writable_by()` (migration
- * `20261125000000_create_presence_rights_writable_by.sql`), kept per pool
+ * `20261125060000_rights_writable_by_follows_views_rules_and_inheritance.sql`;
+ * `presence.rights_write_paths()` says where), kept per pool
  * for {@linkcode RIGHTS_CHECK_TTL_MS}. While it names a role, logged at
  * each look-up as an error with the statements that take the write away.
  *
@@ -117,7 +119,7 @@ export async function rightsWritableBy(
       code: "rights_writable",
       roles,
       hint:
-        "these roles can write usuarios.rol, auth_user_id or correo through the Data API; docs/security.md, Administrator rights, has the statements that take the write away",
+        "these roles can write usuarios.rol, auth_user_id or correo through the Data API; select * from presence.rights_write_paths() says where, and docs/security.md, Administrator rights, has the statements that take the write away",
     });
   }
   return roles;

@@ -16,7 +16,7 @@ import { HttpError } from "./errors.ts";
  * applied up to it, they are all there.
  */
 export const FUNCTIONS_MIGRATION =
-  "20261125030000_record_ping_rechecks_its_match.sql";
+  "20261125060000_rights_writable_by_follows_views_rules_and_inheritance.sql";
 
 // Raised by the call itself (not inside the function: those carry a
 // PL/pgSQL context): undefined function, unknown schema, no privilege.
