@@ -295,13 +295,21 @@ export function formatReport(r: BenchResults): string {
         n(clients * perClient, 0)
       } updates of 1,000 users in ${n(rows, 0)} rows per pass)`,
       table(
-        ["part", "on", "updates/s", "WAL bytes per update", "HOT updates"],
+        [
+          "part",
+          "on",
+          "updates/s",
+          "WAL bytes per update",
+          "HOT updates",
+          "bulk update ms per 1,000 rows",
+        ],
         r.writeCost.map((w) => [
           w.part,
           w.enabled ? "yes" : "no",
           n(w.updatesPerS, 0),
           n(w.walBytesPerUpdate, 0),
           w.hotPercent === null ? "-" : `${n(w.hotPercent, 1)}%`,
+          n(w.bulkMsPer1000Rows, 1),
         ]),
       ),
     );
