@@ -1625,13 +1625,13 @@ function keyClient(key: string) {
 
 async function actorOf(targetId: number) {
   return (await stack.sql`
-    select actor_kind, actor_auth_user_id::text, actor_email
+    select actor_kind, actor_key, actor_auth_user_id::text, actor_email
     from public.auth_sync_audit where target_id = ${targetId} order by id`)
     .map((a) => ({ ...a }));
 }
 
 e2eTest(
-  "auth-sync: a back-office call with the secret key (supabase-js, apikey only) is served and audited as secret_key",
+  "auth-sync: a back-office call with the secret key (supabase-js, apikey only) is served and audited as secret_key, with the key's name",
   async () => {
     const u = await linkedUser("backoffice");
     const name = `office-${crypto.randomUUID().slice(0, 8)}`;
@@ -1642,8 +1642,10 @@ e2eTest(
     assert.equal(res.body.user.nombre_usuario, name);
     assert.deepEqual(res.body.changed, ["nombre_usuario"]);
     assert.equal((await row(u.rowId!)).nombre_usuario, name);
+    // Which key: the name SUPABASE_SECRET_KEYS gives it, never the key.
     assert.deepEqual(await actorOf(u.rowId!), [{
       actor_kind: "secret_key",
+      actor_key: "default",
       actor_auth_user_id: null,
       actor_email: null,
     }]);
@@ -1673,10 +1675,10 @@ e2eTest(
       });
       assert.equal(res.status, 200, kind);
     }
-    assert.deepEqual((await actorOf(u.rowId!)).map((a) => a.actor_kind), [
-      "secret_key",
-      "service_role_key",
-    ]);
+    assert.deepEqual(
+      (await actorOf(u.rowId!)).map((a) => [a.actor_kind, a.actor_key]),
+      [["secret_key", "default"], ["service_role_key", "service_role"]],
+    );
   },
 );
 
@@ -1989,8 +1991,10 @@ e2eTest(
     // by the dead call's, and the audit names only what was written.
     assert.equal((await row(u.rowId!)).nombre_usuario, appName);
     await assertConverged(u, newEmail, [["ok", "settled_applied", ["email"]]]);
+    // The dead call's actor, not the key that settled it.
     assert.deepEqual(await actorOf(u.rowId!), [{
       actor_kind: "user",
+      actor_key: null,
       actor_auth_user_id: admin.id,
       actor_email: admin.email,
     }]);

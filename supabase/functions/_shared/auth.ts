@@ -73,6 +73,11 @@ export interface ServerCaller {
    * `SUPABASE_SECRET_KEYS`) or `service_role_key` (the legacy JWT).
    */
   readonly via: "secret_key" | "service_role_key";
+  /**
+   * The key's name (`env.secretKeys`): which of several keys acted, for the
+   * audit trail (a leaked key's actions can be told apart). Never the key.
+   */
+  readonly keyName: string;
 }
 
 /**
@@ -110,7 +115,7 @@ export type KeyRefusal = (key: string) => Promise<string | null>;
  * @example
  * ```ts
  * const server = await serverCaller(req, env, (key) => deps.keyRefusal(key, env));
- * // { via: "secret_key" } or null
+ * // { via: "secret_key", keyName: "default" } or null
  * ```
  */
 export async function serverCaller(
@@ -124,11 +129,15 @@ export async function serverCaller(
     : null;
   const apikey = req.headers.get("apikey")?.trim() || null;
   for (const presented of [bearer, apikey]) {
-    if (presented && env.secretKeys.some((k) => _sameKey(presented, k))) {
+    const known = presented === null
+      ? undefined
+      : env.secretKeys.find((k) => _sameKey(presented, k.key));
+    if (presented && known) {
       const refused = await keyRefusal(presented);
       if (refused !== null) throw _invalidToken(refused);
       return {
         via: presented.startsWith("sb_") ? "secret_key" : "service_role_key",
+        keyName: known.name,
       };
     }
   }

@@ -77,7 +77,7 @@ function project(
 
 const ACCEPTS = project(null).keyRefusal;
 
-Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy service role key the project accepts makes a trusted caller", async () => {
+Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy service role key the project accepts makes a trusted caller, named as the environment names it (which key acted, for the audit)", async () => {
   const accepting = project(null);
   assert.deepEqual(
     await serverCaller(
@@ -85,7 +85,7 @@ Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy serv
       KEYED_ENV,
       accepting.keyRefusal,
     ),
-    { via: "secret_key" },
+    { via: "secret_key", keyName: "ops" },
   );
   assert.deepEqual(
     await serverCaller(
@@ -93,7 +93,7 @@ Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy serv
       KEYED_ENV,
       accepting.keyRefusal,
     ),
-    { via: "secret_key" },
+    { via: "secret_key", keyName: "default" },
   );
   // Each key is asked about: the project may have deleted it since.
   assert.deepEqual(accepting.asked, ["sb_secret_two", "sb_secret_one"]);
@@ -103,7 +103,7 @@ Deno.test("serverCaller: any secret key, as apikey or bearer, or the legacy serv
       KEYED_ENV,
       accepting.keyRefusal,
     ),
-    { via: "service_role_key" },
+    { via: "service_role_key", keyName: "service_role" },
   );
   assert.deepEqual(accepting.asked, [
     "sb_secret_two",
@@ -133,7 +133,7 @@ Deno.test("serverCaller: a secret key the project deleted, still in a running fu
       KEYED_ENV,
       deleted.keyRefusal,
     ),
-    { via: "secret_key" },
+    { via: "secret_key", keyName: "default" },
   );
 });
 
@@ -166,7 +166,7 @@ Deno.test("serverCaller: the legacy service role key, still in the environment a
       KEYED_ENV,
       off.keyRefusal,
     ),
-    { via: "secret_key" },
+    { via: "secret_key", keyName: "default" },
   );
 });
 

@@ -31,10 +31,12 @@ export interface FunctionEnv {
    */
   readonly serviceRoleKey: string;
   /**
-   * Every key that makes its bearer a trusted server caller: each key of
-   * `SUPABASE_SECRET_KEYS` and the legacy service role key(s) that are set.
+   * Every key that makes its bearer a trusted server caller, with its name:
+   * each key of `SUPABASE_SECRET_KEYS` (named as there: `default`, or the
+   * name given in the dashboard) and the legacy service role key(s) that
+   * are set (`service_role`).
    */
-  readonly secretKeys: readonly string[];
+  readonly secretKeys: readonly NamedKey[];
   /**
    * Every public API key: each key of `SUPABASE_PUBLISHABLE_KEYS` and
    * `SUPABASE_ANON_KEY` when set. Such a key names the project, never a user.
@@ -163,6 +165,15 @@ const _Settings = z.object(_SETTINGS).superRefine((s, ctx) => {
   }
 });
 
+/** An API key and the name the project gives it. */
+export interface NamedKey {
+  readonly name: string;
+  readonly key: string;
+}
+
+/** The name a legacy service role key goes by (`SUPABASE_SERVICE_ROLE_KEY`). */
+export const LEGACY_SECRET_KEY_NAME = "service_role";
+
 // `SUPABASE_PUBLISHABLE_KEYS` / `SUPABASE_SECRET_KEYS` as the platform (and
 // `supabase functions serve`) sets them: `{"default": "sb_secret_…", ...}`.
 // The keys in use order: `default` first, then the others as listed. Unset
@@ -173,7 +184,7 @@ const _KeyMap = z.record(z.string(), z.string().trim().min(1)).optional()
     entries.sort(([a], [b]) =>
       Number(b === "default") - Number(a === "default")
     );
-    return entries.map(([, key]) => key);
+    return entries.map(([name, key]): NamedKey => ({ name, key }));
   });
 
 // `SUPABASE_JWKS`: `{"keys": [...]}` or a bare array of JWKs.
@@ -218,19 +229,25 @@ export function readEnv(get: EnvSource): FunctionEnv {
     invalid[name] = "must be a JSON object of key names to keys";
     return [];
   };
-  const publishable = keyMap("SUPABASE_PUBLISHABLE_KEYS");
+  const publishable = keyMap("SUPABASE_PUBLISHABLE_KEYS").map((k) => k.key);
   const secret = keyMap("SUPABASE_SECRET_KEYS");
   const legacySecrets = [
     value("SUPABASE_SERVICE_ROLE_KEY"),
     value("SUPABASE_SERVICE_KEY"),
   ].filter((k): k is string => k !== undefined);
+  // A key set twice (a legacy variable beside another) is trusted once,
+  // under its first name.
+  const secretKeys = [
+    ...secret,
+    ...legacySecrets.map((key) => ({ name: LEGACY_SECRET_KEY_NAME, key })),
+  ].filter((k, i, all) => all.findIndex((o) => o.key === k.key) === i);
   const jwks = _Jwks.safeParse(_json(value("SUPABASE_JWKS")));
   if (!jwks.success) {
     invalid.SUPABASE_JWKS = 'must be a JWKS: {"keys": [...]} or an array';
   }
   const supabaseUrl = value("SUPABASE_URL");
   const anonKey = publishable[0] ?? value("SUPABASE_ANON_KEY");
-  const serviceRoleKey = secret[0] ?? legacySecrets[0];
+  const serviceRoleKey = secret[0]?.key ?? legacySecrets[0];
   const pooledUrl = value("PRESENCE_DB_URL");
   const dbUrl = pooledUrl ?? value("SUPABASE_DB_URL");
   if (!supabaseUrl || !anonKey || !serviceRoleKey || !dbUrl) {
@@ -273,7 +290,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
     supabaseUrl: supabaseUrl.replace(/\/+$/, ""),
     anonKey,
     serviceRoleKey,
-    secretKeys: [...new Set([...secret, ...legacySecrets])],
+    secretKeys,
     publishableKeys: [
       ...new Set([...publishable, value("SUPABASE_ANON_KEY") ?? ""]),
     ].filter(Boolean),

@@ -173,8 +173,8 @@ Deno.test("readEnv: SUPABASE_PUBLISHABLE_KEYS and SUPABASE_SECRET_KEYS satisfy t
   assert.equal(env.anonKey, "sb_publishable_default");
   assert.equal(env.serviceRoleKey, "sb_secret_default");
   assert.deepEqual(env.secretKeys, [
-    "sb_secret_default",
-    "sb_secret_backoffice",
+    { name: "default", key: "sb_secret_default" },
+    { name: "backoffice", key: "sb_secret_backoffice" },
   ]);
   assert.deepEqual(env.publishableKeys, [
     "sb_publishable_default",
@@ -188,9 +188,9 @@ Deno.test("readEnv: the new key variables win over the legacy ones, which stay a
   assert.equal(env.anonKey, "sb_publishable_default");
   assert.equal(env.serviceRoleKey, "sb_secret_default");
   assert.deepEqual(env.secretKeys, [
-    "sb_secret_default",
-    "sb_secret_backoffice",
-    "service",
+    { name: "default", key: "sb_secret_default" },
+    { name: "backoffice", key: "sb_secret_backoffice" },
+    { name: "service_role", key: "service" },
   ]);
   assert.deepEqual(env.publishableKeys, [
     "sb_publishable_default",

@@ -34,6 +34,11 @@ export interface AuditActor {
   readonly id: string | null;
   /** Identity email; `null` for a server or an identity without one. */
   readonly email: string | null;
+  /**
+   * A server's key name (`ServerCaller.keyName`), never the key; `null`
+   * for a user.
+   */
+  readonly keyName: string | null;
 }
 
 /** Who makes a call, and with which rights. */
@@ -59,6 +64,7 @@ export function userActor(identity: Identity, ground: AdminGround): Actor {
     kind: "user",
     id: identity.id,
     email: identity.email,
+    keyName: null,
     operator: ground === "listed",
   };
 }
@@ -126,10 +132,11 @@ export async function writeAudit(
 ): Promise<void> {
   await sql`
     insert into public.auth_sync_audit
-      (actor_auth_user_id, actor_email, actor_kind, action, target_id, fields,
-       outcome, detail)
+      (actor_auth_user_id, actor_email, actor_kind, actor_key, action,
+       target_id, fields, outcome, detail)
     values (${entry.actor.id}::uuid, ${entry.actor.email},
-            ${entry.actor.kind}, ${entry.action}, ${entry.targetId},
+            ${entry.actor.kind}, ${entry.actor.keyName}, ${entry.action},
+            ${entry.targetId},
             ${pgArray(entry.fields)}::text[], ${entry.outcome},
             ${entry.detail ?? null})
   `;

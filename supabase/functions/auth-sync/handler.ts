@@ -68,6 +68,7 @@ export async function authSync(
         kind: server.via,
         id: null,
         email: null,
+        keyName: server.keyName,
         operator: true,
       };
       return await _serve(req, ctx, sql, deps, actor);

@@ -83,7 +83,7 @@ export async function recordIntent(
     insert into public.auth_sync_intents
       (id, target_id, holder, kind, account_id, created_by, fields,
        old_email, new_email, row_set, row_before, actor_kind,
-       actor_auth_user_id, actor_email)
+       actor_auth_user_id, actor_email, actor_key)
     values (${intent.id}::uuid, ${intent.targetId}, ${lease.holder}::uuid,
             ${intent.kind}, ${intent.accountId}::uuid, ${intent.createdBy},
             ${pgArray(intent.fields)}::text[], ${intent.oldEmail},
@@ -91,7 +91,7 @@ export async function recordIntent(
     sql.json(intent.rowSet as postgres.JSONValue)
   }, ${intent.rowBefore && sql.json(intent.rowBefore as postgres.JSONValue)},
             ${intent.actor.kind}, ${intent.actor.id}::uuid,
-            ${intent.actor.email})
+            ${intent.actor.email}, ${intent.actor.keyName})
   `;
 }
 
@@ -183,7 +183,8 @@ export async function settleOrphans(
   const open = await sql<_IntentRow[]>`
     select id::text, target_id, kind, account_id::text, created_by,
            to_json(fields) as fields, old_email, new_email, row_set,
-           row_before, actor_kind, actor_auth_user_id::text, actor_email
+           row_before, actor_kind, actor_auth_user_id::text, actor_email,
+           actor_key
     from public.auth_sync_intents
     where target_id = ${lease.targetId} and settled_at is null
       and holder <> ${lease.holder}::uuid
@@ -218,6 +219,7 @@ interface _IntentRow {
   actor_kind: AuditActor["kind"];
   actor_auth_user_id: string | null;
   actor_email: string | null;
+  actor_key: string | null;
 }
 
 function _intent(row: _IntentRow): Intent {
@@ -236,6 +238,7 @@ function _intent(row: _IntentRow): Intent {
       kind: row.actor_kind,
       id: row.actor_auth_user_id,
       email: row.actor_email,
+      keyName: row.actor_key,
     },
   };
 }

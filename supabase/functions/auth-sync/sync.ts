@@ -220,10 +220,10 @@ async function _link(
         returning u.id
       )
       insert into public.auth_sync_audit
-        (actor_auth_user_id, actor_email, actor_kind, action, target_id,
-         fields, outcome)
-      select ${actor.id}::uuid, ${actor.email}, ${actor.kind}, 'sync', linked.id,
-             array['auth_user_id'], 'ok'
+        (actor_auth_user_id, actor_email, actor_kind, actor_key, action,
+         target_id, fields, outcome)
+      select ${actor.id}::uuid, ${actor.email}, ${actor.kind}, ${actor.keyName},
+             'sync', linked.id, array['auth_user_id'], 'ok'
       from linked
       returning target_id
     `;
