@@ -18,21 +18,30 @@
 --   - through a table usuarios inherits from, an update of which reaches
 --     usuarios rows with that table's grants and row level security;
 --   - through a rule of another relation whose action writes them (a rule
---     acts with its relation owner's rights).
+--     acts with its relation owner's rights), whether the role writes that
+--     relation itself or through a view or another rule;
+--   - as a member of the table's owner, whom row level security does not
+--     hold;
+--   - through the column a generated rol is computed from.
+-- And it named views that only filter on those columns (an own-account
+-- view, where auth_user_id = auth.uid()), through which no write can reach
+-- them: on a hosted project such a view alone turned every rol
+-- administrator off.
 --
--- Now it follows all of these, in presence.rights_write_paths(), which
--- also says where (the relation and the way); rights_writable_by() names
--- the roles of those paths. A view counts when it and every view between it
--- and the table run with their owners' rights (a security_invoker view on
--- the way has what is under it checked as the session's role), it can be
--- written (by itself, or through INSTEAD OF triggers or rules:
--- pg_relation_is_updatable), and the role may update or insert any of its
--- columns. A view over such a view counts whatever columns it takes: the
--- catalog records which columns a view reads, not which of its own columns
--- each becomes. A view that cannot be written (a join, an aggregate) no
--- longer counts, whatever its grants.
--- Still not seen: what a trigger or a security definer function of the
--- app's own writes (docs/security.md says so).
+-- Now presence.rights_write_paths() follows all of these and says where
+-- (the relation and the way); rights_writable_by() names the roles of those
+-- paths. A view column counts when it is one of those columns, or a column
+-- of such a view, as the view's own definition says (each output column's
+-- source, resorigtbl and resorigcol of its _RETURN rule; a column named in
+-- a subquery of the view's counts too, erring on the safe side), and every
+-- view between it and the table runs with its owner's rights (a
+-- security_invoker view on the way has what is under it checked as the
+-- session's role). A view that INSTEAD OF triggers or rules make writable,
+-- and a relation with a rule whose action touches those columns, count with
+-- all their columns. A view counts when the role may update or insert such
+-- a column of it and the view can write it (pg_column_is_updatable). Still
+-- not seen: what a trigger or a security definer function of the app's own,
+-- or a foreign table, writes (docs/security.md says so).
 create or replace function presence.rights_write_paths()
 returns table (role text, relation text, way text)
 language sql
@@ -61,7 +70,7 @@ as $$
   ),
   -- Their columns rights and links are read from (an inherited column
   -- keeps its name).
-  watched(relid, attnum) as (
+  named(relid, attnum) as (
     select a.attrelid, a.attnum
     from (select oid from below union select oid from above) t
     join pg_catalog.pg_attribute a on a.attrelid = t.oid
@@ -69,29 +78,76 @@ as $$
       and a.attnum > 0
       and not a.attisdropped
   ),
-  -- Those columns, and every column of an owner-rights view that reads
-  -- one of them or a column of such a view, and so on. A security_invoker
-  -- view ends the chain: what is under it is checked as the session's role
-  -- (whose own grants and policies the table arm below reads), even under
-  -- an owner-rights view.
+  -- Those columns, and the columns a generated one of them is computed
+  -- from: writing those writes it.
+  watched(relid, attnum) as (
+    select relid, attnum from named
+    union
+    select d.refobjid, d.refobjsubid::pg_catalog.int2
+    from named n
+    join pg_catalog.pg_attrdef ad on ad.adrelid = n.relid and ad.adnum = n.attnum
+    join pg_catalog.pg_depend d
+      on d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+     and d.objid = ad.oid
+     and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+     and d.refobjid = n.relid
+     and d.refobjsubid > 0
+     and d.refobjsubid <> n.attnum
+  ),
+  -- Those columns, and, in turn, each column of an owner-rights view whose
+  -- source is one of them, and every column of a relation with a rule
+  -- whose action touches one of them (or of a view INSTEAD OF triggers or
+  -- rules make writable, or whose definition could not be read).
   reaching(relid, attnum) as (
     select relid, attnum from watched
     union
-    select a.attrelid, a.attnum
+    select x.relid, x.attnum
     from reaching o
     join pg_catalog.pg_depend d
       on d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
      and d.refobjid = o.relid
      and d.refobjsubid = o.attnum
      and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
-    join pg_catalog.pg_rewrite rw on rw.oid = d.objid and rw.ev_type = '1'
-    join pg_catalog.pg_class v on v.oid = rw.ev_class and v.relkind = 'v'
-    join pg_catalog.pg_attribute a
-      on a.attrelid = v.oid and a.attnum > 0 and not a.attisdropped
-    where not coalesce((
-        select x.option_value::boolean
-        from pg_catalog.pg_options_to_table(v.reloptions) x
-        where x.option_name = 'security_invoker'), false)
+    join pg_catalog.pg_rewrite rw on rw.oid = d.objid
+    join pg_catalog.pg_class v on v.oid = rw.ev_class
+    cross join lateral (
+      -- The view's output columns whose source is o (resno).
+      select v.oid as relid, m[1]::pg_catalog.int2 as attnum
+      from pg_catalog.regexp_matches(rw.ev_action::text,
+        ':resno (\d+) :resname (?:[^ \\]|\\.)* :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+) :resjunk false',
+        'g') m
+      where rw.ev_type = '1'
+        and m[2]::pg_catalog.oid = o.relid
+        and m[3]::pg_catalog.int2 = o.attnum
+      union
+      select v.oid, a.attnum
+      from pg_catalog.pg_attribute a
+      where a.attrelid = v.oid and a.attnum > 0 and not a.attisdropped
+        and (
+          -- A rule of another relation: writing that relation fires it.
+          -- (A rule of the table itself counts in the rule arm below.)
+          (rw.ev_type <> '1' and rw.ev_class <> o.relid)
+          -- A view whose writes INSTEAD OF triggers or rules make, or
+          -- whose definition says no sources.
+          or (rw.ev_type = '1' and (
+            exists (
+              select 1 from pg_catalog.pg_trigger t
+              -- 64: TRIGGER_TYPE_INSTEAD.
+              where t.tgrelid = v.oid and (t.tgtype & 64) <> 0)
+            or exists (
+              select 1 from pg_catalog.pg_rewrite r2
+              where r2.ev_class = v.oid and r2.ev_type <> '1')
+            or rw.ev_action::text !~ ':resorigtbl \d+ :resorigcol \d+'))
+        )
+    ) x
+    -- A security_invoker view ends the chain: what is under it is checked
+    -- as the session's role, whose own grants and policies the table arm
+    -- reads, even under an owner-rights view.
+    where (rw.ev_type <> '1' and rw.ev_class <> o.relid)
+       or (rw.ev_type = '1' and v.relkind = 'v' and not coalesce((
+            select y.option_value::boolean
+            from pg_catalog.pg_options_to_table(v.reloptions) y
+            where y.option_name = 'security_invoker'), false))
   ),
   roles as (
     select r.oid, r.rolname::text as name, r.rolbypassrls
@@ -99,7 +155,8 @@ as $$
     where r.rolname in ('anon', 'authenticated')
   )
   -- On one of the tables: a grant of the column, and row level security
-  -- that lets it through.
+  -- that lets it through (off, not forced on a table the role owns or
+  -- inherits the owner of, a bypass, or a permissive policy for it).
   select r.name, c.oid::pg_catalog.regclass::text, 'table'
   from roles r
   cross join watched w
@@ -109,6 +166,8 @@ as $$
     and (
       not c.relrowsecurity
       or r.rolbypassrls
+      or (not c.relforcerowsecurity
+          and pg_catalog.pg_has_role(r.oid, c.relowner, 'USAGE'))
       or exists (
         select 1 from pg_catalog.pg_policy pol
         where pol.polrelid = c.oid
@@ -124,19 +183,18 @@ as $$
       )
     )
   union
-  -- Through an owner-rights view over them that can be written and that
-  -- the role may write (any column).
+  -- Through an owner-rights view: a column of it that reaches them, which
+  -- the view can write and the role may update or insert.
   select r.name, v.oid::pg_catalog.regclass::text, 'view'
   from roles r
-  cross join (select distinct relid from reaching) o
+  cross join reaching o
   join pg_catalog.pg_class v on v.oid = o.relid and v.relkind = 'v'
-  -- 4: UPDATE, 8: INSERT (bits of CmdType).
-  where (pg_catalog.pg_relation_is_updatable(v.oid, true) & 12) <> 0
-    and (pg_catalog.has_any_column_privilege(r.oid, v.oid, 'UPDATE')
-         or pg_catalog.has_any_column_privilege(r.oid, v.oid, 'INSERT'))
+  where pg_catalog.pg_column_is_updatable(v.oid, o.attnum, true)
+    and (pg_catalog.has_column_privilege(r.oid, v.oid, o.attnum, 'UPDATE')
+         or pg_catalog.has_column_privilege(r.oid, v.oid, o.attnum, 'INSERT'))
   union
-  -- Through a rule (not a view's own select) whose action writes or reads
-  -- them, on a relation the role may write as the rule's event.
+  -- Through a rule (not a view's own select) whose action touches them, on
+  -- a relation the role may write as the rule's event.
   select r.name, rw.ev_class::pg_catalog.regclass::text,
          'rule ' || rw.rulename::text
   from roles r

@@ -180,13 +180,87 @@ e2eTest(
         "update public.perfil2 set rol = 'probe-admin' where id = $ID",
       ],
       [
-        "a plain view that takes none of the three columns from a view over rol still counts (the catalog does not say which column of a view comes from which)",
+        "a plain view that takes only nombre_usuario from a view over rol (each view column's source is in the view's definition)",
         [
           "create view public.perfil as select id, nombre_usuario, rol from public.usuarios",
           "create view public.perfil2 as select id, nombre_usuario from public.perfil",
           "grant select, update on public.perfil2 to authenticated",
         ],
-        ["authenticated public.perfil2 view"],
+        [],
+      ],
+      [
+        "an own-account view that only filters on auth_user_id, everything granted (a hosted project's default)",
+        [
+          "create view public.mi_cuenta as select id, nombre_usuario from public.usuarios where auth_user_id = auth.uid()",
+          "grant all on public.mi_cuenta to anon, authenticated",
+        ],
+        [],
+      ],
+      [
+        "a directory view that only filters on rol, everything granted",
+        [
+          "create view public.directorio as select id, nombre_usuario from public.usuarios where rol not in ('admin', 'superadmin')",
+          "grant all on public.directorio to anon, authenticated",
+        ],
+        [],
+      ],
+      [
+        "a plain view over rol, update granted on nombre_usuario only",
+        [
+          "create view public.perfil as select id, nombre_usuario, rol from public.usuarios",
+          "grant select, update (nombre_usuario) on public.perfil to authenticated",
+        ],
+        [],
+        "update public.perfil set rol = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a rule of another table that writes rol, that table reached through a plain view over it",
+        [
+          "create table public.perfiles (id bigint, rol_pedido text)",
+          "create rule sync_rol as on update to public.perfiles do also update public.usuarios set rol = new.rol_pedido where id = new.id",
+          "create view public.mi_perfil as select id, rol_pedido from public.perfiles",
+          "grant select, update on public.mi_perfil to authenticated",
+          "insert into public.perfiles select id, null from public.usuarios",
+        ],
+        ["authenticated public.mi_perfil view"],
+        "update public.mi_perfil set rol_pedido = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a rule of one table that writes another whose rule writes rol",
+        [
+          "create table public.t2 (id bigint, v text)",
+          "create rule t2_rol as on insert to public.t2 do also update public.usuarios set rol = new.v where id = new.id",
+          "create table public.t1 (id bigint, v text)",
+          "create rule t1_t2 as on insert to public.t1 do also insert into public.t2 values (new.id, new.v)",
+          "grant insert on public.t1 to authenticated",
+        ],
+        ["authenticated public.t1 rule t1_t2"],
+        "insert into public.t1 values ($ID, 'probe-admin')",
+      ],
+      [
+        "RLS on and no policy, but authenticated inherits the table's owner (whom RLS does not hold)",
+        [
+          // As hosted roles are (a grant inherits as its member did when
+          // granted, from PostgreSQL 16 on).
+          "alter role authenticated inherit",
+          "create role probe_owner",
+          "alter table public.usuarios owner to probe_owner",
+          "grant probe_owner to authenticated",
+        ],
+        ["authenticated public.usuarios table"],
+        "update public.usuarios set rol = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a generated rol, computed from a column authenticated may write",
+        [
+          "alter table public.usuarios drop column rol cascade",
+          "alter table public.usuarios add column rol_base text",
+          "alter table public.usuarios add column rol text generated always as (lower(rol_base)) stored",
+          "alter table public.usuarios disable row level security",
+          "grant select (id), update (rol_base) on public.usuarios to authenticated",
+        ],
+        ["authenticated public.usuarios table"],
+        "update public.usuarios set rol_base = 'PROBE-ADMIN' where id = $ID",
       ],
       [
         "a view over rol that cannot be written (an aggregate), everything granted",
