@@ -816,6 +816,7 @@ export class PresenceKit {
       joining: this.#tabs !== null && this.#locks !== null,
       share: null,
       holder: null,
+      took: null,
       history: [],
     };
     this.#watchers.add(w);
@@ -1313,7 +1314,13 @@ export class PresenceKit {
     w.partial = null;
     // A map handed by the polling tab meanwhile (#follow) is newer than
     // what this poll reads from: its answer, or failure, is then dropped.
+    // So is that of a poll made for the other tabs by a watcher that has
+    // let go of the lock since (hidden): the tab polling now goes on from
+    // the cursor they share, which this answer would take it off.
     const epoch = w.epoch;
+    const forOthers = !solo && w.share?.leading === true;
+    const current = () =>
+      w.epoch === epoch && !(forOthers && !w.share?.leading);
     let since = from ? from.since : w.cursor;
     let resync = from ? from.resync : since === null;
     let cursor: string | null = from?.cursor ?? null;
@@ -1377,7 +1384,7 @@ export class PresenceKit {
         if (afterId === null || w.stopped) break;
       }
       if (w.stopped) return;
-      if (w.epoch === epoch) {
+      if (current()) {
         // A new map each time, so that an app comparing maps (React's state)
         // sees every change.
         const map = resync ? new Map<number, PresenceUser>() : new Map(w.users);
@@ -1408,7 +1415,7 @@ export class PresenceKit {
       }
     } catch (failure) {
       if (w.stopped) return;
-      if (w.epoch === epoch) {
+      if (current()) {
         const answer = _isAnswer(failure) ? failure : _noAnswer(failure);
         // Pages already read are kept for the next poll, unless the pages
         // themselves were wrong.
@@ -1548,6 +1555,7 @@ export class PresenceKit {
         // Granted after it left: let go at once.
         if (share.leave !== leave || w.stopped) return Promise.resolve();
         share.leading = true;
+        w.took = w.holder;
         this.#tell({
           kind: "lead",
           tab: this.#tabId,
@@ -1567,9 +1575,10 @@ export class PresenceKit {
       w.share = null;
       if (!w.stopped && !this.#page.hidden()) void this.#poll(w);
     });
-    // Whoever polls now (the tab it followed may have let go while this
-    // one was hidden, unheard) answers, and is followed from then on.
-    w.holder = null;
+    // The tab it followed answers (or the one that took the lock from it);
+    // where the locks are partitioned and the channel is not, another
+    // partition's polling tab, which cannot go on from this one's cursor,
+    // does not post its whole map for nothing.
     this.#tell({
       kind: "sync",
       tab: this.#tabId,
@@ -1577,7 +1586,7 @@ export class PresenceKit {
       every: share.every,
       watcher: w.id,
       cursor: w.cursor,
-      holder: null,
+      holder: w.holder,
     });
     this.#watchdog(w);
   }
@@ -1605,19 +1614,22 @@ export class PresenceKit {
       const share = w.share;
       // Another user's messages are never read, nor another interval's; a
       // watcher out of the queue (hidden) is paused, and asks again when
-      // shown.
+      // shown, of the tab that polls by then (it hears who took the lock).
       if (
         !share || share.user !== m.user || share.every !== m.every ||
-        !share.leave || w.stopped
+        w.stopped
       ) {
         continue;
       }
       if (m.kind === "lead") {
         if (!share.leading) {
           w.holder = m.tab;
-          this.#watchdog(w);
+          if (share.leave) this.#watchdog(w);
         }
-      } else if (m.kind === "error") {
+        continue;
+      }
+      if (!share.leave) continue;
+      if (m.kind === "error") {
         // Reported once per kit, and not again by the kit that polled; its
         // backoff holds every follower's watchdog, this kit's own too.
         if (!share.leading && (w.holder === null || m.tab === w.holder)) {
@@ -1631,7 +1643,8 @@ export class PresenceKit {
         if (
           share.leading && w.cursor !== null && m.watcher !== w.id &&
           // A tab with an older kit (a deploy meanwhile) names none.
-          (m.holder == null || m.holder === this.#tabId)
+          (m.holder == null || m.holder === this.#tabId ||
+            m.holder === w.took)
         ) {
           this.#answer(w, share, m);
         }
@@ -1787,6 +1800,11 @@ interface _Watcher {
   share: _Share | null;
   /** The polling tab it follows (its `tab`), or `null` for the next heard. */
   holder: string | null;
+  /**
+   * The polling tab it followed when it took the lock: a sync naming that
+   * tab (from a watcher hidden meanwhile) is this one's to answer.
+   */
+  took: string | null;
   /**
    * The reads that led to its map, oldest first, each going on from the
    * one before and the last ending at `cursor` (see {@linkcode _record}).

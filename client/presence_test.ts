@@ -1852,7 +1852,7 @@ function watchingTab(
   bus: FakeBus,
   locks: TabLocks | null | undefined,
   clock: FakeClock,
-  server: (call: Call) => Reply,
+  server: (call: Call) => Reply | Promise<Reply>,
   sub = "ana",
   watchIntervalMs = 10_000,
 ) {
@@ -2056,6 +2056,39 @@ Deno.test("PresenceKit.watch tabs: a tab shown again while another polls is hand
   b.kit.dispose();
 });
 
+Deno.test("PresenceKit.watch tabs: a polling tab hidden while its poll is on its way drops that poll's answer, so that, shown again, it is handed the changes since the cursor it shares with the tab polling now, not the whole map", async () => {
+  const { bus, posted } = countingBus();
+  const locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(200);
+  let hold: Promise<void> | null = null;
+  const slow = async (call: Call) => {
+    const answer = server.reply(call);
+    if (hold && call.name === "presence") await hold;
+    return answer;
+  };
+  const a = watchingTab(bus, locks, clock, slow);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, slow);
+  await clock.advance(10_000);
+  let release = () => {};
+  hold = new Promise((r) => (release = r));
+  await clock.advance(10_000); // a's poll is read; its answer is slow
+  hold = null;
+  a.page.setHidden(true); // b polls now, from the cursor both hold
+  await clock.advance(0);
+  release(); // a's answer lands after a let go
+  await clock.advance(0);
+  posted.length = 0;
+  a.page.setHidden(false);
+  await clock.advance(0);
+  const answers = posted.filter((m) => m.kind === "read" && m.to !== null);
+  assert.equal(answers.length, 1);
+  assert.ok(answers[0].kind === "read" && !answers[0].resync);
+  assert.deepEqual(a.seen.at(-1)!.ids, b.seen.at(-1)!.ids);
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
 Deno.test("PresenceKit.watch tabs: a tab running an older kit (a deploy meanwhile), whose sync names no cursor and no polling tab, is answered with the whole map", async () => {
   const { bus, posted } = countingBus();
   const locks = new FakeLocks(), clock = new FakeClock();
@@ -2101,6 +2134,18 @@ Deno.test("PresenceKit.watch tabs: where the locks are partitioned and the chann
   assert.deepEqual(wholeMaps, []);
   // The one it follows (the last to say it took a lock).
   assert.deepEqual(follower.seen.at(-1)!.ids, embedded.seen.at(-1)!.ids);
+  // Hidden and shown again: only the tab it follows answers, with the
+  // changes since its cursor; the other partition's polling tab posts no
+  // whole map for nothing.
+  for (let round = 0; round < 5; round++) {
+    follower.page.setHidden(true);
+    await clock.advance(15_000);
+    follower.page.setHidden(false);
+    await clock.advance(0);
+    assert.deepEqual(follower.seen.at(-1)!.ids, embedded.seen.at(-1)!.ids);
+  }
+  assert.deepEqual(wholeMaps, []);
+  assert.equal(follower.reads().length, 0);
   // The polling tab of its partition goes: the follower takes the lock.
   top.kit.dispose();
   await clock.advance(10_000);
