@@ -363,6 +363,7 @@ e2eTest(
         no_identity: 0,
         conflict: 0,
         no_email: 0,
+        invalid_email: 0,
         unverified: 0,
       },
       next_after_id: null,
@@ -1424,6 +1425,12 @@ async function syncFixture() {
     confirmed: false,
     row: { correo: unverifiedEmail },
   });
+  // Its correo is an account's address with spaces around it (legacy
+  // data): no account can have it as it stands.
+  const padded = await stack.createUser({ confirmed: "by-mail" });
+  const [paddedRow] = await stack.sql`
+    insert into public.usuarios (correo) values (${` ${padded.email} `})
+    returning id`;
   // Linked to one account while its correo is another account's.
   const other = await stack.createUser();
   const mismatched = await stack.createUser({ row: { auth_user_id: true } });
@@ -1435,12 +1442,13 @@ async function syncFixture() {
     noIdentity: Number(noIdentity.id),
     noEmail: Number(noEmail.id),
     unverified,
+    padded: Number(paddedRow.id),
     mismatched,
   };
 }
 
 e2eTest(
-  "auth-sync: sync reports each status, and dry_run writes nothing",
+  "auth-sync: sync reports each status (a correo with spaces around it: invalid_email, not no_identity), and dry_run writes nothing",
   async () => {
     const f = await syncFixture();
     const ids = [
@@ -1449,6 +1457,7 @@ e2eTest(
       f.noIdentity,
       f.noEmail,
       f.unverified.rowId!,
+      f.padded,
       f.mismatched.rowId!,
     ];
     const expected = [
@@ -1457,6 +1466,7 @@ e2eTest(
       { id: f.noIdentity, status: "no_identity", auth_user_id: null },
       { id: f.noEmail, status: "no_email", auth_user_id: null },
       { id: f.unverified.rowId, status: "unverified", auth_user_id: null },
+      { id: f.padded, status: "invalid_email", auth_user_id: null },
       {
         id: f.mismatched.rowId,
         status: "conflict",
@@ -1474,6 +1484,7 @@ e2eTest(
         no_identity: 1,
         conflict: 1,
         no_email: 1,
+        invalid_email: 1,
         unverified: 1,
       },
       next_after_id: null,
@@ -1499,6 +1510,7 @@ e2eTest(
       no_identity: 1,
       conflict: 1,
       no_email: 1,
+      invalid_email: 1,
       unverified: 1,
     });
     assert.equal((await row(f.unverified.rowId!)).auth_user_id, null);

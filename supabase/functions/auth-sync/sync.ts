@@ -7,6 +7,10 @@
  * - linked (`auth_user_id`) to an account that exists: `in_sync`, unless the
  *   account of its `correo` is another one: `conflict`;
  * - no `correo`: `no_email`;
+ * - a `correo` that is not an address Supabase Auth accepts as it stands
+ *   (spaces around it, common in legacy data, or its format; the rule of
+ *   auth-sync's request emails, `isRequestEmail`): `invalid_email`, the row
+ *   to fix (no account can have it);
  * - no account has the `correo`: `no_identity`;
  * - that account is not proven to own the address (neither confirmed by
  *   mail nor stamped by an operator, nor given that address by auth-sync:
@@ -33,7 +37,7 @@ import { HttpError } from "../_shared/errors.ts";
 import { findAccounts, linkedRows, normalizeEmail } from "./accounts.ts";
 import type { CallDeps } from "./provider.ts";
 import { type Actor, auditFailure } from "./audit.ts";
-import type { SyncRequest } from "./schema.ts";
+import { isRequestEmail, type SyncRequest } from "./schema.ts";
 
 /** What sync found (and did) for a row. */
 export type SyncStatus =
@@ -42,6 +46,7 @@ export type SyncStatus =
   | "no_identity"
   | "conflict"
   | "no_email"
+  | "invalid_email"
   | "unverified";
 
 /** One row's result. */
@@ -135,6 +140,8 @@ async function _sync(
         : { id: row.id, status: "in_sync", auth_user_id: linked.id };
     } else if (!row.email) {
       result = { id: row.id, status: "no_email", auth_user_id: null };
+    } else if (!isRequestEmail(row.email)) {
+      result = { id: row.id, status: "invalid_email", auth_user_id: null };
     } else if (!mine) {
       result = { id: row.id, status: "no_identity", auth_user_id: null };
     } else if (!(await linkableAddress(mine, call.autoconfirm))) {
@@ -159,6 +166,7 @@ async function _sync(
     no_identity: 0,
     conflict: 0,
     no_email: 0,
+    invalid_email: 0,
     unverified: 0,
   };
   for (const r of results) summary[r.status]++;
