@@ -296,6 +296,39 @@ async function run(hosted: boolean, authSelectOnly = false): Promise<Seen> {
 
 const unavailable = clusterUnavailable();
 
+/**
+ * A test on a fresh hosted-shaped cluster, through one connection as its
+ * `postgres`; `migrated`: the project's migrations pushed first, as
+ * `supabase db push` does.
+ */
+function hostedTest(
+  name: string,
+  migrated: boolean,
+  fn: (sql: postgres.Sql) => Promise<void>,
+) {
+  Deno.test({
+    name,
+    ignore: unavailable !== null,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      const db = await throwawayCluster({ hosted: true });
+      const sql = postgres(db.url, {
+        max: 1,
+        prepare: false,
+        onnotice: () => {},
+      });
+      try {
+        if (migrated) await pushMigrations(db.url, { includeSeed: false });
+        await fn(sql);
+      } finally {
+        await sql.end();
+        await db.destroy();
+      }
+    },
+  });
+}
+
 Deno.test({
   name:
     "hosted role: as a postgres that is not a superuser, the migrations push and presence-ping, presence and auth-sync answer as on the superuser database",
@@ -347,21 +380,11 @@ Deno.test({
 
 // The hosted cluster's own shape, so that the test above proves what it
 // claims: postgres reads and writes auth's tables but may not alter them.
-Deno.test({
-  name:
-    "hosted role: the cluster's postgres is no superuser, may write auth's tables, and may not alter them or create in auth",
-  ignore: unavailable !== null,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
-    const db = await throwawayCluster({ hosted: true });
-    const sql = postgres(db.url, {
-      max: 1,
-      prepare: false,
-      onnotice: () => {},
-    });
-    try {
-      const [r] = await sql`
+hostedTest(
+  "hosted role: the cluster's postgres is no superuser, may write auth's tables, and may not alter them or create in auth",
+  false,
+  async (sql) => {
+    const [r] = await sql`
         select r.rolsuper, r.rolbypassrls, r.rolcreaterole,
                pg_has_role('postgres', 'service_role', 'member') as service,
                pg_has_role('postgres', 'supabase_auth_admin', 'member')
@@ -371,26 +394,22 @@ Deno.test({
                (select relowner::regrole::text from pg_class
                 where oid = 'auth.users'::regclass) as owner
         from pg_roles r where r.rolname = current_user`;
-      assert.deepEqual({ ...r }, {
-        rolsuper: false,
-        rolbypassrls: true,
-        rolcreaterole: true,
-        service: true,
-        auth_admin: false,
-        dml: true,
-        create_in_auth: false,
-        owner: "supabase_auth_admin",
-      });
-      await assert.rejects(
-        sql`alter table auth.users add column x int`,
-        (e: postgres.PostgresError) => e.code === "42501",
-      );
-    } finally {
-      await sql.end();
-      await db.destroy();
-    }
+    assert.deepEqual({ ...r }, {
+      rolsuper: false,
+      rolbypassrls: true,
+      rolcreaterole: true,
+      service: true,
+      auth_admin: false,
+      dml: true,
+      create_in_auth: false,
+      owner: "supabase_auth_admin",
+    });
+    await assert.rejects(
+      sql`alter table auth.users add column x int`,
+      (e: postgres.PostgresError) => e.code === "42501",
+    );
   },
-});
+);
 
 // Hosted grants every table postgres creates in public to the Data API roles
 // (the initial schema's default privileges; on projects made before
@@ -399,22 +418,11 @@ Deno.test({
 // policy keeps their rows from anon and authenticated, but not TRUNCATE, nor
 // the tables' place in the Data API's schema. auth-sync's own tables are
 // the functions' alone, as presence.changes is.
-Deno.test({
-  name:
-    "hosted role: auth-sync's tables (audit, leases, intents) are not granted to anon or authenticated, who cannot truncate them, nor usuarios",
-  ignore: unavailable !== null,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
-    const db = await throwawayCluster({ hosted: true });
-    const sql = postgres(db.url, {
-      max: 1,
-      prepare: false,
-      onnotice: () => {},
-    });
-    try {
-      await pushMigrations(db.url, { includeSeed: false });
-      const granted = await sql<{ role: string; object: string }[]>`
+hostedTest(
+  "hosted role: auth-sync's tables (audit, leases, intents) are not granted to anon or authenticated, who cannot truncate them, nor usuarios",
+  true,
+  async (sql) => {
+    const granted = await sql<{ role: string; object: string }[]>`
         select r.role, o.object
         from unnest(array['anon', 'authenticated']) r(role)
         cross join unnest(array[
@@ -433,70 +441,51 @@ Deno.test({
         where has_table_privilege(r.role, 'public.usuarios',
           'truncate, references, trigger')
         order by 1, 2`;
-      assert.deepEqual(granted.map((g) => `${g.role} ${g.object}`), []);
-      for (const role of ["anon", "authenticated"]) {
-        for (const table of ["public.auth_sync_audit", "public.usuarios"]) {
-          await assert.rejects(
-            sql.begin(async (tx) => {
-              await tx.unsafe(`set local role ${role}`);
-              await tx.unsafe(`truncate ${table}`);
-            }),
-            (e: postgres.PostgresError) => e.code === "42501",
-            `${role} ${table}`,
-          );
-        }
+    assert.deepEqual(granted.map((g) => `${g.role} ${g.object}`), []);
+    for (const role of ["anon", "authenticated"]) {
+      for (const table of ["public.auth_sync_audit", "public.usuarios"]) {
+        await assert.rejects(
+          sql.begin(async (tx) => {
+            await tx.unsafe(`set local role ${role}`);
+            await tx.unsafe(`truncate ${table}`);
+          }),
+          (e: postgres.PostgresError) => e.code === "42501",
+          `${role} ${table}`,
+        );
       }
-    } finally {
-      await sql.end();
-      await db.destroy();
     }
   },
-});
+);
 
 // The same default privileges grant every view postgres creates in public:
 // a view built on a view over rol (a report, an alias) brings back the
 // write the operator took away from the first, and the rights check must
 // say so (an owner-rights view reaches the table with its owner's rights,
 // at any depth).
-Deno.test({
-  name:
-    "hosted role: a view over a view over rol, granted by the default privileges, is named by presence.rights_writable_by after the write was taken away from the first, and the write goes through",
-  ignore: unavailable !== null,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
-    const db = await throwawayCluster({ hosted: true });
-    const sql = postgres(db.url, {
-      max: 1,
-      prepare: false,
-      onnotice: () => {},
-    });
+hostedTest(
+  "hosted role: a view over a view over rol, granted by the default privileges, is named by presence.rights_writable_by after the write was taken away from the first, and the write goes through",
+  true,
+  async (sql) => {
     const writableBy = async () =>
       (await sql`select presence.rights_writable_by() as r`)[0].r;
-    try {
-      await pushMigrations(db.url, { includeSeed: false });
-      const [{ id }] = await sql`insert into public.usuarios (nombre_usuario)
+    const [{ id }] = await sql`insert into public.usuarios (nombre_usuario)
                                  values ('pest') returning id`;
-      assert.deepEqual(await writableBy(), []);
-      await sql`create view public.perfil as
+    assert.deepEqual(await writableBy(), []);
+    await sql`create view public.perfil as
                 select id, nombre_usuario, rol, auth_user_id from public.usuarios`;
-      assert.deepEqual(await writableBy(), ["anon", "authenticated"]);
-      // The operator's fix for that view.
-      await sql`revoke insert, update on public.perfil from anon, authenticated`;
-      assert.deepEqual(await writableBy(), []);
-      await sql`create view public.perfil_v2 as select * from public.perfil`;
-      assert.deepEqual(await writableBy(), ["anon", "authenticated"]);
-      await sql.begin(async (tx) => {
-        await tx`set local role authenticated`;
-        await tx`update public.perfil_v2 set rol = 'superadmin'
+    assert.deepEqual(await writableBy(), ["anon", "authenticated"]);
+    // The operator's fix for that view.
+    await sql`revoke insert, update on public.perfil from anon, authenticated`;
+    assert.deepEqual(await writableBy(), []);
+    await sql`create view public.perfil_v2 as select * from public.perfil`;
+    assert.deepEqual(await writableBy(), ["anon", "authenticated"]);
+    await sql.begin(async (tx) => {
+      await tx`set local role authenticated`;
+      await tx`update public.perfil_v2 set rol = 'superadmin'
                  where id = ${id}`;
-      });
-      const [{ rol }] = await sql`select rol from public.usuarios
+    });
+    const [{ rol }] = await sql`select rol from public.usuarios
                                   where id = ${id}`;
-      assert.equal(rol, "superadmin");
-    } finally {
-      await sql.end();
-      await db.destroy();
-    }
+    assert.equal(rol, "superadmin");
   },
-});
+);
