@@ -50,6 +50,12 @@ security invoker
 set search_path = ''
 as $$
   with recursive
+  -- A target entry of a view's query as the node text of its _RETURN rule
+  -- writes it (resno, the source table and column, resjunk): a name's
+  -- spaces, backslashes and brackets come escaped with a backslash.
+  target_entry(re) as (
+    select ':resno (\d+) :resname (?:[^ \\]|\\.)* :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+) :resjunk (true|false)'::text
+  ),
   -- usuarios and the tables whose rows are read as its rows: inheritance
   -- children and partitions, and theirs in turn.
   below(oid) as (
@@ -113,10 +119,10 @@ as $$
     cross join lateral (
       -- The view's output columns whose source is o (resno).
       select v.oid as relid, m[1]::pg_catalog.int2 as attnum
-      from pg_catalog.regexp_matches(rw.ev_action::text,
-        ':resno (\d+) :resname (?:[^ \\]|\\.)* :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+) :resjunk false',
-        'g') m
+      from target_entry te
+      cross join pg_catalog.regexp_matches(rw.ev_action::text, te.re, 'g') m
       where rw.ev_type = '1'
+        and m[4] = 'false'
         and m[2]::pg_catalog.oid = o.relid
         and m[3]::pg_catalog.int2 = o.attnum
       union
@@ -128,7 +134,8 @@ as $$
           -- (A rule of the table itself counts in the rule arm below.)
           (rw.ev_type <> '1' and rw.ev_class <> o.relid)
           -- A view whose writes INSTEAD OF triggers or rules make, or
-          -- whose definition says no sources.
+          -- whose definition could not be read whole (a target entry the
+          -- expression above does not match: a format it does not know).
           or (rw.ev_type = '1' and (
             exists (
               select 1 from pg_catalog.pg_trigger t
@@ -137,7 +144,14 @@ as $$
             or exists (
               select 1 from pg_catalog.pg_rewrite r2
               where r2.ev_class = v.oid and r2.ev_type <> '1')
-            or rw.ev_action::text !~ ':resorigtbl \d+ :resorigcol \d+'))
+            or (select pg_catalog.count(*)
+                from target_entry te
+                cross join pg_catalog.regexp_matches(rw.ev_action::text, te.re, 'g'))
+               is distinct from
+               (select pg_catalog.count(*)
+                from pg_catalog.regexp_matches(rw.ev_action::text,
+                  '\{TARGETENTRY ', 'g'))
+            or rw.ev_action::text !~ '\{TARGETENTRY '))
         )
     ) x
     -- A security_invoker view ends the chain: what is under it is checked

@@ -205,6 +205,23 @@ e2eTest(
         [],
       ],
       [
+        "a plain view over rol whose names hold spaces, backslashes and brackets, ordered by a column it does not show",
+        [
+          'create view public."mi perfil" ("a b", "x\\y", "{c}") as select id, nombre_usuario, rol from public.usuarios order by correo',
+          'grant select, update on public."mi perfil" to authenticated',
+        ],
+        ['authenticated public."mi perfil" view'],
+        'update public."mi perfil" set "{c}" = \'probe-admin\' where "a b" = $ID',
+      ],
+      [
+        "the same names without rol, filtering on it",
+        [
+          'create view public."mi perfil" ("a b", "x\\y") as select id, nombre_usuario from public.usuarios where rol <> \'x\' order by correo',
+          'grant select, update on public."mi perfil" to authenticated',
+        ],
+        [],
+      ],
+      [
         "a plain view over rol, update granted on nombre_usuario only",
         [
           "create view public.perfil as select id, nombre_usuario, rol from public.usuarios",
