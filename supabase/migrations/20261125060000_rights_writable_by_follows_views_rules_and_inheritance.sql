@@ -22,7 +22,13 @@
 --     relation itself or through a view or another rule;
 --   - as a member of the table's owner, whom row level security does not
 --     hold;
---   - through the column a generated rol is computed from.
+--   - through the column a generated rol is computed from, or a default of
+--     rol the caller controls (the JWT's user_metadata), which an insert of
+--     any column writes;
+--   - through a view that INSTEAD OF triggers or rules make writable for
+--     some commands only (pg_column_is_updatable asks for UPDATE and DELETE
+--     both), or a view over one;
+--   - through a rule of usuarios itself, fired by a write through a view.
 -- And it named views that only filter on those columns (an own-account
 -- view, where auth_user_id = auth.uid()), through which no write can reach
 -- them: on a hosted project such a view alone turned every rol
@@ -37,11 +43,16 @@
 -- view between it and the table runs with its owner's rights (a
 -- security_invoker view on the way has what is under it checked as the
 -- session's role). A view that INSTEAD OF triggers or rules make writable,
--- and a relation with a rule whose action touches those columns, count with
--- all their columns. A view counts when the role may update or insert such
--- a column of it and the view can write it (pg_column_is_updatable). Still
--- not seen: what a trigger or a security definer function of the app's own,
--- or a foreign table, writes (docs/security.md says so).
+-- a relation (usuarios too) with a rule whose action touches those
+-- columns, and a table whose rol defaults to anything but a constant,
+-- count with all their columns. A view counts when the role may update or
+-- insert such a column of it (or insert any column, for one with a default
+-- of the view's) and the view can be written by that command
+-- (pg_relation_is_updatable). The view definitions are read once each, with
+-- string functions: 1,000 views of 34 columns over usuarios cost about half
+-- a second, 1,000 more over those about one (PostgreSQL 15, 2-core VM).
+-- Still not seen: what a trigger or a security definer function of the
+-- app's own, or a foreign table, writes (docs/security.md says so).
 create or replace function presence.rights_write_paths()
 returns table (role text, relation text, way text)
 language sql
@@ -50,12 +61,6 @@ security invoker
 set search_path = ''
 as $$
   with recursive
-  -- A target entry of a view's query as the node text of its _RETURN rule
-  -- writes it (resno, the source table and column, resjunk): a name's
-  -- spaces, backslashes and brackets come escaped with a backslash.
-  target_entry(re) as (
-    select ':resno (\d+) :resname (?:[^ \\]|\\.)* :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+) :resjunk (true|false)'::text
-  ),
   -- usuarios and the tables whose rows are read as its rows: inheritance
   -- children and partitions, and theirs in turn.
   below(oid) as (
@@ -74,18 +79,21 @@ as $$
     select i.inhparent
     from pg_catalog.pg_inherits i join above a on i.inhrelid = a.oid
   ),
+  family(oid) as (select oid from below union select oid from above),
   -- Their columns rights and links are read from (an inherited column
   -- keeps its name).
   named(relid, attnum) as (
     select a.attrelid, a.attnum
-    from (select oid from below union select oid from above) t
+    from family t
     join pg_catalog.pg_attribute a on a.attrelid = t.oid
     where a.attname in ('rol', 'auth_user_id', 'correo')
       and a.attnum > 0
       and not a.attisdropped
   ),
-  -- Those columns, and the columns a generated one of them is computed
-  -- from: writing those writes it.
+  -- Those columns; the columns a generated one of them is computed from
+  -- (writing those writes it); and every column of a table whose rol
+  -- defaults to anything but a constant (the caller's JWT, say): an insert
+  -- of any column writes it.
   watched(relid, attnum) as (
     select relid, attnum from named
     union
@@ -99,74 +107,143 @@ as $$
      and d.refobjid = n.relid
      and d.refobjsubid > 0
      and d.refobjsubid <> n.attnum
+    union
+    select a.attrelid, a.attnum
+    from named n
+    join pg_catalog.pg_attribute r
+      on r.attrelid = n.relid and r.attnum = n.attnum
+     and r.attname = 'rol' and r.attgenerated = ''
+    join pg_catalog.pg_attrdef ad on ad.adrelid = n.relid and ad.adnum = n.attnum
+    join pg_catalog.pg_attribute a
+      on a.attrelid = n.relid and a.attnum > 0 and not a.attisdropped
+    where ad.adbin::text !~ '^\{CONST '
   ),
-  -- Those columns, and, in turn, each column of an owner-rights view whose
-  -- source is one of them, and every column of a relation with a rule
-  -- whose action touches one of them (or of a view INSTEAD OF triggers or
-  -- rules make writable, or whose definition could not be read).
+  -- The relations with a rule (a view's select, or another rule) over one
+  -- of those tables, or over such a relation, and so on: the only ones
+  -- whose definitions are read below.
+  over(oid) as (
+    select rw.ev_class
+    from family f
+    join pg_catalog.pg_depend d
+      on d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+     and d.refobjid = f.oid
+     and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+    join pg_catalog.pg_rewrite rw on rw.oid = d.objid
+    union
+    select rw.ev_class
+    from over o
+    join pg_catalog.pg_depend d
+      on d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+     and d.refobjid = o.oid
+     and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+    join pg_catalog.pg_rewrite rw on rw.oid = d.objid
+  ),
+  -- Each of their views' output columns (resno) and its source table and
+  -- column, as the node text of the view's _RETURN rule writes its target
+  -- entries: "... :resno 3 :resname rol :ressortgroupref 0 :resorigtbl
+  -- 16894 :resorigcol 4 :resjunk false}". Read with string functions, once
+  -- per view (a regular expression over the whole text costs about a
+  -- millisecond per view); a name's spaces come escaped with a backslash,
+  -- so " :ressortgroupref " is never inside one. An entry of a subquery of
+  -- the view counts at its own position, erring on the safe side.
+  entries(rule, resno, srcrel, srccol, junk) as (
+    select rw.oid, pg_catalog.split_part(t.piece, ' ', 1)::pg_catalog.int2,
+           f.f[4]::pg_catalog.oid, f.f[6]::pg_catalog.int2,
+           f.f[8] like 'true%'
+    from (select distinct oid from over) o
+    join pg_catalog.pg_rewrite rw on rw.ev_class = o.oid and rw.ev_type = '1'
+    cross join pg_catalog.unnest(
+      (pg_catalog.string_to_array(rw.ev_action::text, ' :resno '))[2:]) t(piece)
+    cross join lateral (
+      -- The fields take under 100 characters.
+      select pg_catalog.string_to_array(pg_catalog.substr(t.piece,
+        pg_catalog.strpos(t.piece, ' :ressortgroupref ') + 1, 100), ' ') as f
+    ) f
+    where pg_catalog.strpos(t.piece, ' :ressortgroupref ') > 0
+      and pg_catalog.split_part(t.piece, ' ', 1) ~ '^[0-9]{1,4}$'
+      and f.f[3] = ':resorigtbl' and f.f[4] ~ '^[0-9]{1,10}$'
+      and f.f[5] = ':resorigcol' and f.f[6] ~ '^[0-9]{1,4}$'
+      and f.f[7] = ':resjunk'
+  ),
+  counted(rule, n) as (
+    select e.rule, pg_catalog.count(*) from entries e group by e.rule
+  ),
+  -- Views whose writes INSTEAD OF triggers or rules make, or whose
+  -- definition could not be read whole (a target entry the expression
+  -- above does not match: a node format it does not know): all their
+  -- columns count.
+  opaque(oid) as (
+    select o.oid
+    from (select distinct oid from over) o
+    join pg_catalog.pg_class v on v.oid = o.oid and v.relkind = 'v'
+    join pg_catalog.pg_rewrite rw on rw.ev_class = v.oid and rw.ev_type = '1'
+    left join counted n on n.rule = rw.oid
+    where exists (
+        select 1 from pg_catalog.pg_trigger t
+        -- 64: TRIGGER_TYPE_INSTEAD.
+        where t.tgrelid = v.oid and (t.tgtype & 64) <> 0)
+      or exists (
+        select 1 from pg_catalog.pg_rewrite r2
+        where r2.ev_class = v.oid and r2.ev_type <> '1')
+      or coalesce(n.n, 0) <> pg_catalog.cardinality(
+              pg_catalog.string_to_array(rw.ev_action::text, '{TARGETENTRY ')) - 1
+  ),
+  -- security_invoker views: what is under one is checked as the session's
+  -- role (whose own grants and policies the table arm reads), even under
+  -- an owner-rights view, so a chain ends there.
+  invoker(oid) as (
+    select c.oid
+    from (select distinct oid from over) o
+    join pg_catalog.pg_class c on c.oid = o.oid and c.relkind = 'v'
+    cross join pg_catalog.pg_options_to_table(c.reloptions) x
+    where x.option_name = 'security_invoker' and x.option_value::boolean
+  ),
+  -- Which column a write of another reaches: a plain column of an
+  -- owner-rights view from its source; every column of an opaque
+  -- owner-rights view from each column it reads; every column of a
+  -- relation with a rule from each column the rule's action touches (the
+  -- rule fires whoever writes that relation, by whichever path).
+  edges(srcrel, srccol, dstrel, dstcol) as (
+    select e.srcrel, e.srccol, rw.ev_class, e.resno
+    from entries e
+    join pg_catalog.pg_rewrite rw on rw.oid = e.rule
+    where not e.junk
+      and not exists (select 1 from invoker i where i.oid = rw.ev_class)
+    union
+    select d.refobjid, d.refobjsubid::pg_catalog.int2, a.attrelid, a.attnum
+    from (
+      select rw.oid, rw.ev_class
+      from (select distinct oid from over) o
+      join pg_catalog.pg_rewrite rw on rw.ev_class = o.oid
+      left join opaque q on q.oid = rw.ev_class
+      left join invoker i on i.oid = rw.ev_class
+      where rw.ev_type <> '1' or (q.oid is not null and i.oid is null)
+    ) rw
+    join pg_catalog.pg_depend d
+      on d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+     and d.objid = rw.oid
+     and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+     and d.refobjsubid > 0
+    join pg_catalog.pg_attribute a
+      on a.attrelid = rw.ev_class and a.attnum > 0 and not a.attisdropped
+  ),
+  -- Those columns, and the columns their writes reach, and so on.
   reaching(relid, attnum) as (
     select relid, attnum from watched
     union
-    select x.relid, x.attnum
+    select e.dstrel, e.dstcol
     from reaching o
-    join pg_catalog.pg_depend d
-      on d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
-     and d.refobjid = o.relid
-     and d.refobjsubid = o.attnum
-     and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
-    join pg_catalog.pg_rewrite rw on rw.oid = d.objid
-    join pg_catalog.pg_class v on v.oid = rw.ev_class
-    cross join lateral (
-      -- The view's output columns whose source is o (resno).
-      select v.oid as relid, m[1]::pg_catalog.int2 as attnum
-      from target_entry te
-      cross join pg_catalog.regexp_matches(rw.ev_action::text, te.re, 'g') m
-      where rw.ev_type = '1'
-        and m[4] = 'false'
-        and m[2]::pg_catalog.oid = o.relid
-        and m[3]::pg_catalog.int2 = o.attnum
-      union
-      select v.oid, a.attnum
-      from pg_catalog.pg_attribute a
-      where a.attrelid = v.oid and a.attnum > 0 and not a.attisdropped
-        and (
-          -- A rule of another relation: writing that relation fires it.
-          -- (A rule of the table itself counts in the rule arm below.)
-          (rw.ev_type <> '1' and rw.ev_class <> o.relid)
-          -- A view whose writes INSTEAD OF triggers or rules make, or
-          -- whose definition could not be read whole (a target entry the
-          -- expression above does not match: a format it does not know).
-          or (rw.ev_type = '1' and (
-            exists (
-              select 1 from pg_catalog.pg_trigger t
-              -- 64: TRIGGER_TYPE_INSTEAD.
-              where t.tgrelid = v.oid and (t.tgtype & 64) <> 0)
-            or exists (
-              select 1 from pg_catalog.pg_rewrite r2
-              where r2.ev_class = v.oid and r2.ev_type <> '1')
-            or (select pg_catalog.count(*)
-                from target_entry te
-                cross join pg_catalog.regexp_matches(rw.ev_action::text, te.re, 'g'))
-               is distinct from
-               (select pg_catalog.count(*)
-                from pg_catalog.regexp_matches(rw.ev_action::text,
-                  '\{TARGETENTRY ', 'g'))
-            or rw.ev_action::text !~ '\{TARGETENTRY '))
-        )
-    ) x
-    -- A security_invoker view ends the chain: what is under it is checked
-    -- as the session's role, whose own grants and policies the table arm
-    -- reads, even under an owner-rights view.
-    where (rw.ev_type <> '1' and rw.ev_class <> o.relid)
-       or (rw.ev_type = '1' and v.relkind = 'v' and not coalesce((
-            select y.option_value::boolean
-            from pg_catalog.pg_options_to_table(v.reloptions) y
-            where y.option_name = 'security_invoker'), false))
+    join edges e on e.srcrel = o.relid and e.srccol = o.attnum
   ),
   roles as (
     select r.oid, r.rolname::text as name, r.rolbypassrls
     from pg_catalog.pg_roles r
     where r.rolname in ('anon', 'authenticated')
+  ),
+  -- UPDATE and INSERT, with their bits in pg_relation_is_updatable (of
+  -- CmdType) and their policy command.
+  writes(privilege, bit, cmd) as (
+    values ('UPDATE', 4, 'w'), ('INSERT', 8, 'a')
   )
   -- On one of the tables: a grant of the column, and row level security
   -- that lets it through (off, not forced on a table the role owns or
@@ -175,7 +252,7 @@ as $$
   from roles r
   cross join watched w
   join pg_catalog.pg_class c on c.oid = w.relid
-  cross join (values ('UPDATE', 'w'), ('INSERT', 'a')) p(privilege, cmd)
+  cross join writes p
   where pg_catalog.has_column_privilege(r.oid, c.oid, w.attnum, p.privilege)
     and (
       not c.relrowsecurity
@@ -197,15 +274,33 @@ as $$
       )
     )
   union
-  -- Through an owner-rights view: a column of it that reaches them, which
-  -- the view can write and the role may update or insert.
+  -- Through an owner-rights view: a column of it that reaches them (a
+  -- plain column whose source is one of them, or any column of an opaque
+  -- view), where the view can be written by that command (by itself, or by
+  -- INSTEAD OF triggers or rules, its own or those of a view under it: not
+  -- pg_column_is_updatable, which asks for UPDATE and DELETE both) and the
+  -- role may; or, for an insert, such a column with a default of the
+  -- view's, which an insert of any column writes.
   select r.name, v.oid::pg_catalog.regclass::text, 'view'
-  from roles r
-  cross join reaching o
-  join pg_catalog.pg_class v on v.oid = o.relid and v.relkind = 'v'
-  where pg_catalog.pg_column_is_updatable(v.oid, o.attnum, true)
-    and (pg_catalog.has_column_privilege(r.oid, v.oid, o.attnum, 'UPDATE')
-         or pg_catalog.has_column_privilege(r.oid, v.oid, o.attnum, 'INSERT'))
+  from (
+    select o.relid, pg_catalog.array_agg(o.attnum) as attnums
+    from reaching o group by o.relid
+  ) rv
+  join pg_catalog.pg_class v on v.oid = rv.relid and v.relkind = 'v'
+  cross join lateral (
+    select pg_catalog.pg_relation_is_updatable(v.oid, true) as events
+  ) u
+  cross join roles r
+  cross join writes p
+  where (u.events & p.bit) <> 0
+    and exists (
+      select 1 from pg_catalog.unnest(rv.attnums) c(attnum)
+      where pg_catalog.has_column_privilege(r.oid, v.oid, c.attnum, p.privilege)
+         or (p.privilege = 'INSERT'
+             and pg_catalog.has_any_column_privilege(r.oid, v.oid, 'INSERT')
+             and exists (
+               select 1 from pg_catalog.pg_attrdef ad
+               where ad.adrelid = v.oid and ad.adnum = c.attnum)))
   union
   -- Through a rule (not a view's own select) whose action touches them, on
   -- a relation the role may write as the rule's event.

@@ -255,6 +255,60 @@ e2eTest(
         "insert into public.t1 values ($ID, 'probe-admin')",
       ],
       [
+        "a plain view over a view that only an INSTEAD rule for UPDATE makes writable (only the top one granted)",
+        [
+          "create view public.vr as select id, nombre_usuario, rol from public.usuarios limit 100000",
+          "create rule upd as on update to public.vr do instead update public.usuarios set rol = new.rol, nombre_usuario = new.nombre_usuario where id = old.id",
+          "create view public.v2 as select id, nombre_usuario, rol from public.vr",
+          "grant select, update on public.v2 to authenticated",
+        ],
+        ["authenticated public.v2 view"],
+        "update public.v2 set rol = 'probe-admin' where id = $ID",
+      ],
+      [
+        "a sign-up view over a view that only an INSTEAD rule for INSERT makes writable",
+        [
+          "create view public.alta as select id, nombre_usuario, rol from public.usuarios limit 0",
+          "create rule ins as on insert to public.alta do instead insert into public.usuarios (id, nombre_usuario, rol) values (new.id, new.nombre_usuario, new.rol)",
+          "create view public.alta_publica as select * from public.alta",
+          "grant insert on public.alta_publica to authenticated",
+        ],
+        ["authenticated public.alta_publica view"],
+        "insert into public.alta_publica values ($ID + 1000000000, 'probe-alta', 'probe-admin')",
+      ],
+      [
+        "an insert rule of usuarios itself that sets rol from another column, written through a plain view",
+        [
+          "alter table public.usuarios add column rol_pedido text",
+          "create rule rol_inicial as on insert to public.usuarios do also update public.usuarios set rol = new.rol_pedido where id = new.id and new.rol_pedido is not null",
+          "create view public.alta as select id, nombre_usuario, rol_pedido from public.usuarios",
+          "grant insert on public.alta to authenticated",
+        ],
+        ["authenticated public.alta view"],
+        "insert into public.alta values ($ID + 1000000000, 'probe-r5', 'probe-admin')",
+      ],
+      [
+        "rol defaults to the caller's user_metadata (which users write), insert granted on other columns",
+        [
+          "alter table public.usuarios alter column rol set default coalesce(current_setting('request.jwt.claims', true)::json->'user_metadata'->>'rol', 'usuario')",
+          "grant insert (id, nombre_usuario) on public.usuarios to authenticated",
+          "create policy alta on public.usuarios for insert to authenticated with check (true)",
+          `select set_config('request.jwt.claims', '{"role":"authenticated","user_metadata":{"rol":"probe-admin"}}', true)`,
+        ],
+        ["authenticated public.usuarios table"],
+        "insert into public.usuarios (id, nombre_usuario) values ($ID + 1000000000, 'probe-q16')",
+      ],
+      [
+        "a default on a plain view's rol column, insert granted on other columns",
+        [
+          "create view public.alta as select id, nombre_usuario, rol from public.usuarios",
+          "alter view public.alta alter column rol set default 'probe-admin'",
+          "grant insert (id, nombre_usuario) on public.alta to authenticated",
+        ],
+        ["authenticated public.alta view"],
+        "insert into public.alta (id, nombre_usuario) values ($ID + 1000000000, 'probe-q8')",
+      ],
+      [
         "RLS on and no policy, but authenticated inherits the table's owner (whom RLS does not hold)",
         [
           // As hosted roles are (a grant inherits as its member did when
