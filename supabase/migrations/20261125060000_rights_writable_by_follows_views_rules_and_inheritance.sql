@@ -118,17 +118,11 @@ as $$
       on a.attrelid = n.relid and a.attnum > 0 and not a.attisdropped
     where ad.adbin::text !~ '^\{CONST '
   ),
-  -- The relations with a rule (a view's select, or another rule) over one
-  -- of those tables, or over such a relation, and so on: the only ones
-  -- whose definitions are read below.
+  -- Those tables, and the relations with a rule (a view's select, or
+  -- another rule) over one of them, or over such a relation, and so on:
+  -- the only ones whose rules are read below.
   over(oid) as (
-    select rw.ev_class
-    from family f
-    join pg_catalog.pg_depend d
-      on d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
-     and d.refobjid = f.oid
-     and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
-    join pg_catalog.pg_rewrite rw on rw.oid = d.objid
+    select oid from family
     union
     select rw.ev_class
     from over o
