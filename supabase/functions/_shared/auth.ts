@@ -129,10 +129,9 @@ export async function serverCaller(
     : null;
   const apikey = req.headers.get("apikey")?.trim() || null;
   for (const presented of [bearer, apikey]) {
-    const known = presented === null
-      ? undefined
-      : env.secretKeys.find((k) => _sameKey(presented, k.key));
-    if (presented && known) {
+    if (!presented) continue;
+    const known = env.secretKeys.find((k) => _sameKey(presented, k.key));
+    if (known) {
       const refused = await keyRefusal(presented);
       if (refused !== null) throw _invalidToken(refused);
       return {
