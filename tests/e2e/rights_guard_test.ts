@@ -483,6 +483,48 @@ e2eTest(
 );
 
 e2eTest(
+  "auth-sync: a burst of administrators' requests on fresh functions runs the rights check once and shares its answer (one error line, every request 403)",
+  async () => {
+    const boss = await stack.createUser({
+      row: { rol: "admin", auth_user_id: true },
+    });
+    const victim = await stack.createUser({ row: { auth_user_id: true } });
+    await sql`alter table public.usuarios disable row level security`;
+    await sql`grant update (rol) on public.usuarios to authenticated`;
+    const served = await stack.withFunctionEnv({});
+    try {
+      let answers: Awaited<ReturnType<typeof call>>[] = [];
+      const lines = await logLines(async () => {
+        answers = await Promise.all(
+          Array.from({ length: 8 }, () =>
+            call(served.apiUrl, "auth-sync", {
+              headers: { Authorization: `Bearer ${boss.token}` },
+              body: JSON.stringify({
+                action: "update",
+                id: victim.rowId,
+                password: `pw-${crypto.randomUUID()}`,
+              }),
+            })),
+        );
+      });
+      assert.deepEqual(
+        answers.map((a) => [a.status, a.body.code]),
+        Array(8).fill([403, "admin_required"]),
+      );
+      assert.equal(
+        lines.filter((l) => l.includes('"rights_writable"')).length,
+        1,
+        "one check, its answer shared by the burst",
+      );
+    } finally {
+      await served.close();
+      await sql`alter table public.usuarios enable row level security`;
+      await sql`revoke all on public.usuarios from anon, authenticated`;
+    }
+  },
+);
+
+e2eTest(
   "auth-sync: on a table with row level security off that users may update (an adopted legacy table), linking oneself to an administrator's row grants nothing",
   async () => {
     const boss = await stack.createUser({

@@ -5,10 +5,11 @@
  */
 import type { Identity } from "./auth.ts";
 import { callingDbFunction } from "./db_function.ts";
-import { remember, type Sql } from "./db.ts";
+import { abandoned, DB_RETRY_AFTER_S, remember, type Sql } from "./db.ts";
 import { ownsAddress } from "./email_proof.ts";
 import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
+import { Kept } from "./kept.ts";
 import { logEvent } from "./log.ts";
 import type { MatchedRow } from "./match_user.ts";
 
@@ -78,6 +79,15 @@ export function adminPolicy(
 /** How long an answer of {@linkcode rightsWritableBy} is kept, ms. */
 export const RIGHTS_CHECK_TTL_MS = 60_000;
 
+/**
+ * How long a failed {@linkcode rightsWritableBy} (a statement timeout on a
+ * large catalog, a database that is down) is its answer, ms: the
+ * `Retry-After` of a 503 `db_timeout`. The administrators' requests of
+ * that second answer with the same error at once instead of each running
+ * the check again.
+ */
+export const RIGHTS_CHECK_FAILURE_MS = DB_RETRY_AFTER_S * 1000;
+
 const _WRITABLE = Symbol("rights writable by");
 
 /**
@@ -89,8 +99,11 @@ const _WRITABLE = Symbol("rights writable by");
  * `presence.rights_writable_by()` (migration
  * `20261125060000_rights_writable_by_follows_views_rules_and_inheritance.sql`;
  * `presence.rights_write_paths()` says where), kept per pool
- * for {@linkcode RIGHTS_CHECK_TTL_MS}. While it names a role, logged at
- * each look-up as an error with the statements that take the write away.
+ * for {@linkcode RIGHTS_CHECK_TTL_MS} (a failure for
+ * {@linkcode RIGHTS_CHECK_FAILURE_MS}), and asked once at a time: the
+ * requests that need it meanwhile wait for that one check (`kept.ts`).
+ * While it names a role, logged at each look-up as an error with the
+ * statements that take the write away.
  *
  * @example
  * ```ts
@@ -101,19 +114,30 @@ export async function rightsWritableBy(
   sql: Sql,
   now: () => number,
 ): Promise<readonly string[]> {
-  const held = remember(
+  const kept = remember(
     sql,
     _WRITABLE,
-    () => ({ at: -Infinity, roles: [] as readonly string[] }),
+    () =>
+      new Kept<readonly string[]>({
+        now,
+        ttlMs: RIGHTS_CHECK_TTL_MS,
+        failureMs: RIGHTS_CHECK_FAILURE_MS,
+      }),
   );
-  if (now() - held.at < RIGHTS_CHECK_TTL_MS) return held.roles;
+  return await kept.get(
+    "",
+    () => _askRightsWritableBy(sql),
+    () => abandoned(sql),
+  );
+}
+
+async function _askRightsWritableBy(sql: Sql): Promise<readonly string[]> {
   const [{ roles }] = await callingDbFunction(
     "presence.rights_writable_by",
     () =>
       sql<{ roles: string[] }[]>`
         select to_json(presence.rights_writable_by()) as roles`,
   );
-  Object.assign(held, { at: now(), roles });
   if (roles.length) {
     logEvent("error", "rol grants no administrator rights", {
       code: "rights_writable",

@@ -16,6 +16,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { FunctionEnv } from "./env.ts";
 import { confirmedAfterMail } from "./email_proof.ts";
 import { HttpError } from "./errors.ts";
+import { Kept } from "./kept.ts";
 
 /** The authenticated caller, as Supabase Auth describes it. */
 export interface Identity {
@@ -349,18 +350,35 @@ function _connectFailure(error: unknown): string | null {
 export const SETTINGS_TTL_MS = 60_000;
 
 /**
+ * How long Auth's failure to answer a settings question is its answer, ms:
+ * the `Retry-After` its 503 `idp_unavailable` tells the client. The
+ * requests of those seconds answer at once instead of each waiting out
+ * {@linkcode PROVIDER_TIMEOUT_MS} on an Auth that is down.
+ */
+export const SETTINGS_FAILURE_MS = RETRY_AFTER_SECONDS * 1000;
+
+/**
  * Auth's settings as the functions read them, each answer kept
- * {@linkcode SETTINGS_TTL_MS} by the owner's clock, per Auth URL. `deps.ts`
+ * {@linkcode SETTINGS_TTL_MS} by the owner's clock, per Auth URL, and a
+ * failure to answer {@linkcode SETTINGS_FAILURE_MS}; callers that ask while
+ * a question is out share it (`kept.ts`). `deps.ts`
  * holds one per handler set.
  */
 export class AuthSettings {
-  readonly #now: () => number;
-  // Every answer, by what was asked, until it expires.
-  readonly #kept = new Map<string, { answer: unknown; until: number }>();
+  // The answers, by Auth URL (and key): whether it autoconfirms, and each
+  // key's refusal (a message, or null when accepted).
+  readonly #autoconfirms: Kept<boolean>;
+  readonly #refusals: Kept<string | null>;
 
   /** Settings whose answers expire by the clock `now` (ms since the epoch). */
   constructor(now: () => number) {
-    this.#now = now;
+    const kept = {
+      now,
+      ttlMs: SETTINGS_TTL_MS,
+      failureMs: SETTINGS_FAILURE_MS,
+    };
+    this.#autoconfirms = new Kept(kept);
+    this.#refusals = new Kept(kept);
   }
 
   /**
@@ -376,8 +394,8 @@ export class AuthSettings {
    * ```
    */
   autoconfirms(env: FunctionEnv): Promise<boolean> {
-    return this.#keep(
-      `autoconfirm\n${env.supabaseUrl}`,
+    return this.#autoconfirms.get(
+      env.supabaseUrl,
       () => this.#askAutoconfirm(env),
     );
   }
@@ -401,16 +419,6 @@ export class AuthSettings {
     return settings.mailer_autoconfirm !== false;
   }
 
-  // The answer to `id`, asked again once SETTINGS_TTL_MS have passed by the
-  // owner's clock. A failed question is not kept.
-  async #keep<T>(id: string, ask: () => Promise<T>): Promise<T> {
-    const kept = this.#kept.get(id);
-    if (kept && kept.until > this.#now()) return kept.answer as T;
-    const answer = await ask();
-    this.#kept.set(id, { answer, until: this.#now() + SETTINGS_TTL_MS });
-    return answer;
-  }
-
   /**
    * Whether the project accepts `key` as a service key: `null` when Auth's
    * admin API answers a request made with it (as `apikey` and bearer, as
@@ -426,8 +434,8 @@ export class AuthSettings {
    * ```
    */
   keyRefusal(env: FunctionEnv, key: string): Promise<string | null> {
-    return this.#keep(
-      `key\n${env.supabaseUrl}\n${key}`,
+    return this.#refusals.get(
+      `${env.supabaseUrl}\n${key}`,
       () => this.#askKey(env, key),
     );
   }

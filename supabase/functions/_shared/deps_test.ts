@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { poolOf } from "./db.ts";
 import { createDeps } from "./deps.ts";
-import { SETTINGS_TTL_MS } from "./auth.ts";
+import { SETTINGS_FAILURE_MS, SETTINGS_TTL_MS } from "./auth.ts";
 import { type FunctionEnv, readEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 
@@ -56,14 +56,17 @@ Deno.test("createDeps: two sets share no pool, and close() ends a set's pools (t
   }
 });
 
-Deno.test("createDeps: Auth's settings answer is kept SETTINGS_TTL_MS by the injected clock, then asked again", async () => {
+Deno.test("createDeps: Auth's settings answer is asked once by callers at the same time, kept SETTINGS_TTL_MS by the injected clock, then asked again", async () => {
   const auth = loopback(() => Response.json({ mailer_autoconfirm: false }));
   const t0 = Date.now();
   let offset = 0;
   const deps = createDeps({ now: () => t0 + offset });
   const env = envFor(auth.url);
   try {
-    assert.equal(await deps.autoconfirms(env), false);
+    assert.deepEqual(
+      await Promise.all([deps.autoconfirms(env), deps.autoconfirms(env)]),
+      [false, false],
+    );
     offset = SETTINGS_TTL_MS - 1;
     assert.equal(await deps.autoconfirms(env), false);
     assert.equal(auth.hits["/auth/v1/settings"], 1);
@@ -78,7 +81,7 @@ Deno.test("createDeps: Auth's settings answer is kept SETTINGS_TTL_MS by the inj
   }
 });
 
-Deno.test("createDeps: keyRefusal asks Auth's admin API with the key itself, passes a refusal's message on, and keeps each answer SETTINGS_TTL_MS", async () => {
+Deno.test("createDeps: keyRefusal asks Auth's admin API with the key itself, passes a refusal's message on, keeps each answer SETTINGS_TTL_MS and an outage SETTINGS_FAILURE_MS", async () => {
   let legacyOff = false;
   const seen: (string | null)[] = [];
   const auth = loopback((req) => {
@@ -108,13 +111,20 @@ Deno.test("createDeps: keyRefusal asks Auth's admin API with the key itself, pas
     );
     assert.equal(auth.hits["/auth/v1/admin/users"], 2);
     assert.deepEqual(seen, ["service", "service"]);
-    // Auth that cannot answer is an outage, not a refusal, and is not kept.
-    await assert.rejects(
-      () => deps.keyRefusal("gone", env),
-      (e: unknown) => e instanceof HttpError && e.code === "idp_unavailable",
-    );
-    await assert.rejects(() => deps.keyRefusal("gone", env));
-    assert.equal(auth.hits["/auth/v1/admin/users"], 4);
+    // Auth that cannot answer is an outage, not a refusal: the requests
+    // that ask meanwhile share the one question, and hear the outage for
+    // SETTINGS_FAILURE_MS without asking again.
+    const outage = (e: unknown) =>
+      e instanceof HttpError && e.code === "idp_unavailable";
+    const burst = Array.from({ length: 5 }, () => deps.keyRefusal("gone", env));
+    for (const refused of burst) await assert.rejects(refused, outage);
+    assert.equal(auth.hits["/auth/v1/admin/users"], 3);
+    offset += SETTINGS_FAILURE_MS - 1;
+    await assert.rejects(() => deps.keyRefusal("gone", env), outage);
+    assert.equal(auth.hits["/auth/v1/admin/users"], 3, "the outage is kept");
+    offset += 1;
+    await assert.rejects(() => deps.keyRefusal("gone", env), outage);
+    assert.equal(auth.hits["/auth/v1/admin/users"], 4, "then asked again");
   } finally {
     await auth.close();
   }
