@@ -41,20 +41,24 @@ async function asDataApi(
 const writableBy = async () =>
   (await sql`select presence.rights_writable_by() as r`)[0].r as string[];
 
-/** auth-sync `update` of `target`'s password by `caller`, on fresh functions (nothing cached). */
+/** auth-sync `update` of `target`'s password by `caller`, at `apiUrl`. */
+const passwordUpdate = (apiUrl: string, caller: TestUser, target: TestUser) =>
+  call(apiUrl, "auth-sync", {
+    headers: { Authorization: `Bearer ${caller.token}` },
+    body: JSON.stringify({
+      action: "update",
+      id: target.rowId,
+      password: `pw-${crypto.randomUUID()}`,
+    }),
+  });
+
+/** {@linkcode passwordUpdate} on fresh functions (nothing cached). */
 async function setPassword(caller: TestUser, target: TestUser) {
   const served = await stack.withFunctionEnv({});
   try {
     let res!: Awaited<ReturnType<typeof call>>;
     const lines = await logLines(async () => {
-      res = await call(served.apiUrl, "auth-sync", {
-        headers: { Authorization: `Bearer ${caller.token}` },
-        body: JSON.stringify({
-          action: "update",
-          id: target.rowId,
-          password: `pw-${crypto.randomUUID()}`,
-        }),
-      });
+      res = await passwordUpdate(served.apiUrl, caller, target);
     });
     const refusedRol = lines.filter((l) => l.includes('"rights_writable"'));
     return { status: res.status, code: res.body.code, refusedRol };
@@ -496,15 +500,10 @@ e2eTest(
       let answers: Awaited<ReturnType<typeof call>>[] = [];
       const lines = await logLines(async () => {
         answers = await Promise.all(
-          Array.from({ length: 8 }, () =>
-            call(served.apiUrl, "auth-sync", {
-              headers: { Authorization: `Bearer ${boss.token}` },
-              body: JSON.stringify({
-                action: "update",
-                id: victim.rowId,
-                password: `pw-${crypto.randomUUID()}`,
-              }),
-            })),
+          Array.from(
+            { length: 8 },
+            () => passwordUpdate(served.apiUrl, boss, victim),
+          ),
         );
       });
       assert.deepEqual(
