@@ -215,11 +215,14 @@ export function isLoopbackHost(host: string): boolean {
  *   dashboard's Prisma string carries it), is accepted: the functions never
  *   use named prepared statements anyway.
  *
- * Any other parameter is refused by name. postgres.js would send it to the
- * server as a setting, and the server would refuse every connection
- * (`unrecognized configuration parameter`, SQLSTATE 42704) at the first
- * request instead of at configuration. Throws a `TypeError` naming the
- * part; never echoes the string or a value, which may hold a password.
+ * Any other parameter is refused: by name when it is one of libpq's, of
+ * another client's strings or a server setting, else unnamed, since a
+ * password whose `?` is not percent-encoded is read as a query from there
+ * on. postgres.js would send it to the server as a setting, and the server
+ * would refuse every connection (`unrecognized configuration parameter`,
+ * SQLSTATE 42704) at the first request instead of at configuration.
+ * Throws a `TypeError` naming the part; never echoes the string, a value or
+ * any text that may be a password's.
  *
  * @example
  * ```ts
@@ -245,6 +248,15 @@ export function connectionOptions(url: string): ConnectionOptions {
   const other = Object.keys(params).find((name) =>
     !(_PARAMS as readonly string[]).includes(name)
   );
+  if (other !== undefined && !_NAMED.has(other)) {
+    // Not named: a password with a `?` that is not percent-encoded is
+    // read from there on as a query, and its text as a parameter's name.
+    throw new TypeError(
+      `database URL: a parameter it does not know (not named: it may be part of the password; percent-encode ?, #, / and % in the password) (read: ${
+        _PARAMS.join(", ")
+      })`,
+    );
+  }
   if (other !== undefined) {
     throw new TypeError(
       `database URL: parameter "${other}" is not read (read: ${
@@ -276,8 +288,8 @@ export function connectionOptions(url: string): ConnectionOptions {
     host,
     port: parsed.port ? Number(parsed.port) : 5432,
     database: decodeURIComponent(parsed.pathname.slice(1)) || "postgres",
-    username: decodeURIComponent(parsed.username),
-    password: decodeURIComponent(parsed.password),
+    username: _decoded(parsed.username, "user name"),
+    password: _decoded(parsed.password, "password"),
     ssl: _ssl(mode, isLoopbackHost(host)),
     connect_timeout: _connectTimeout(connect_timeout),
     connection: options === undefined
@@ -296,6 +308,73 @@ const _PARAMS = [
   "pgbouncer",
 ] as const;
 type _Param = typeof _PARAMS[number];
+
+// The parameters an error may name: those of libpq, of Prisma's strings
+// and the server settings people put in a URL. Any other name is not
+// echoed: it may be text of a password (see connectionOptions).
+const _NAMED: ReadonlySet<string> = new Set([
+  "application_name",
+  "channel_binding",
+  "client_encoding",
+  "connect_timeout",
+  "connection_limit",
+  "dbname",
+  "fallback_application_name",
+  "gssencmode",
+  "host",
+  "hostaddr",
+  "idle_in_transaction_session_timeout",
+  "keepalives",
+  "keepalives_count",
+  "keepalives_idle",
+  "keepalives_interval",
+  "krbsrvname",
+  "load_balance_hosts",
+  "lock_timeout",
+  "options",
+  "passfile",
+  "password",
+  "pool_timeout",
+  "port",
+  "replication",
+  "require_auth",
+  "requiressl",
+  "schema",
+  "search_path",
+  "service",
+  "socket_timeout",
+  "ssl",
+  "ssl_max_protocol_version",
+  "ssl_min_protocol_version",
+  "sslaccept",
+  "sslcert",
+  "sslcompression",
+  "sslcrl",
+  "sslcrldir",
+  "sslidentity",
+  "sslkey",
+  "sslnegotiation",
+  "sslpassword",
+  "sslsni",
+  "statement_cache_size",
+  "statement_timeout",
+  "target_session_attrs",
+  "tcp_user_timeout",
+  "timezone",
+  "user",
+]);
+
+// A percent-decoded user name or password; a `%` that starts no escape is
+// refused by what it is in, never with the text.
+function _decoded(text: string, part: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw new TypeError(
+      `database URL: the ${part} has a % that is not followed by two hex digits: percent-encode it as %25`,
+    );
+  }
+}
 
 // What to do instead, for parameters of other clients' connection strings.
 const _HINTS: Record<string, string> = {

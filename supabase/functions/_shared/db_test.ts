@@ -149,6 +149,12 @@ Deno.test("connectionOptions: a bad string is refused without echoing it", () =>
       "postgresql://u:s3cret@h/db?sslmode=on",
       "mysql://u:s3cret@h/db",
       "not a url s3cret",
+      // A password with a ? or a % typed as is: the rest of it would be a
+      // parameter's name, or a bad escape.
+      "postgresql://postgres.ref:?s3cret&3@pooler.example:6543/postgres",
+      "postgresql://postgres.ref:12?s3cret@pooler.example:6543/postgres",
+      "postgresql://u:pw@h/db?s3cret",
+      "postgresql://u:s3cret%zz@h/db",
     ]
   ) {
     assert.throws(() => connectionOptions(url), (e: unknown) => {
@@ -157,6 +163,14 @@ Deno.test("connectionOptions: a bad string is refused without echoing it", () =>
       return true;
     });
   }
+  assert.throws(
+    () => connectionOptions("postgresql://u:?s3cret@h/db"),
+    /a parameter it does not know \(not named: it may be part of the password; percent-encode \?/,
+  );
+  assert.throws(
+    () => connectionOptions("postgresql://u:s3cret%zz@h/db"),
+    /the password has a % that is not followed by two hex digits: percent-encode it as %25/,
+  );
 });
 
 Deno.test("asDbTimeout: a statement timeout or lock timeout, even wrapped, is 503 db_timeout with Retry-After", () => {

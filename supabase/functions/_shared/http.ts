@@ -82,9 +82,15 @@ export function createFunction(
           reason = undefined;
         } else if (!(error instanceof HttpError) || error.status >= 500) {
           const cause = error instanceof HttpError ? error.cause : error;
+          const extra = error instanceof HttpError ? error.extra : {};
           logEvent("error", `Request failed in "${name}"`, {
             code: error instanceof HttpError ? error.code : "internal_error",
             cause: cause === undefined ? undefined : errorText(cause),
+            // The environment's variables that are missing or invalid, as
+            // the answer names them (names and what is wrong, no values):
+            // the operator reads the log, not the caller's answer.
+            missing: extra.missing,
+            invalid: extra.invalid,
           });
         } else if (isDbError(error.cause)) {
           dbCause = errorText(error.cause);

@@ -59,9 +59,47 @@ Deno.test("createFunction: the method is checked before the environment", async 
     (await broken(new Request("http://x/", { method: "GET" }))).status,
     405,
   );
-  const res = await broken(new Request("http://x/", { method: "POST" }));
-  assert.equal(res.status, 500);
-  assert.equal((await res.json()).code, "missing_env");
+  const lines = await logged(async () => {
+    const res = await broken(new Request("http://x/", { method: "POST" }));
+    assert.equal(res.status, 500);
+    assert.equal((await res.json()).code, "missing_env");
+  });
+  const failed = lines.find((l) => l.level === "error")!;
+  assert.equal(failed.code, "missing_env");
+  assert.deepEqual(
+    Object.entries(failed.missing as Record<string, boolean>)
+      .filter(([, missing]) => missing).map(([name]) => name),
+    [
+      "SUPABASE_URL",
+      "SUPABASE_ANON_KEY",
+      "SUPABASE_SERVICE_ROLE_KEY_or_SUPABASE_SERVICE_KEY",
+      "SUPABASE_DB_URL",
+    ],
+    "the log names what is missing",
+  );
+});
+
+Deno.test("createFunction: an invalid setting is named in the error line as in the answer, without its value", async () => {
+  const vars: Record<string, string> = {
+    ...env,
+    SUPABASE_DB_URL: "postgresql://u:?s3cret@h/db",
+  };
+  const broken = createFunction("t", (n) => vars[n], () => {
+    throw new Error("not reached");
+  });
+  let body: Record<string, unknown> = {};
+  const lines = await logged(async () => {
+    const res = await broken(new Request("http://x/", { method: "POST" }));
+    body = await res.json();
+  });
+  const failed = lines.find((l) => l.level === "error")!;
+  assert.equal(failed.code, "invalid_env");
+  assert.deepEqual(failed.invalid, body.invalid);
+  assert.match(
+    (failed.invalid as Record<string, string>).SUPABASE_DB_URL,
+    /database URL: a parameter it does not know/,
+  );
+  assert.ok(!JSON.stringify([lines, body]).includes("s3cret"));
 });
 
 Deno.test("readBodyText: refuses more than 64 KiB with 413, declared or streamed", async () => {
