@@ -262,7 +262,7 @@ async function start(
     // The skip-write setting on: its reading of the stored state and time
     // must cope with legacy values (null, a naive timestamp) too.
     functionEnv: { ADMIN_EMAILS: ADMIN, PRESENCE_MIN_WRITE_INTERVAL_S: "60" },
-    // Confirmations on, as README's Security notes ask of production: an
+    // Confirmations on, as docs/security.md's Security notes ask of production: an
     // account confirmed through its mailed link then proves its address,
     // and sync may link it.
     emailConfirmations: true,

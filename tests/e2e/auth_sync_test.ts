@@ -37,6 +37,7 @@ import {
 } from "../../supabase/functions/auth-sync/lease.ts";
 import { ADMIN_STAMP } from "../../supabase/functions/_shared/email_proof.ts";
 import { HttpError } from "../../supabase/functions/_shared/errors.ts";
+import { LATEST_MIGRATION } from "../../supabase/functions/_shared/db_function.ts";
 
 const BOSS_EMAIL = `boss-${crypto.randomUUID().slice(0, 8)}@test.local`;
 const PENDING_EMAIL = `pending-${crypto.randomUUID().slice(0, 8)}@test.local`;
@@ -697,6 +698,53 @@ e2eTest(
     assert.ok(!JSON.stringify(res.body).includes(password));
     assert.equal(await canSignIn(u.email, u.password), false);
     assert.equal(await canSignIn(u.email, password), true);
+  },
+);
+
+e2eTest(
+  "auth-sync: on a database the newest migration was not applied to (the audit's and intents' actor_key), update answers 500 migration_missing naming it, and changes nothing at Auth or in the row",
+  async () => {
+    const u = await stack.createUser({
+      row: { auth_user_id: true, nombre_usuario: "before-name" },
+    });
+    const { sql } = stack;
+    await sql`alter table public.auth_sync_intents drop column actor_key`;
+    await sql`alter table public.auth_sync_audit drop column actor_key`;
+    try {
+      for (
+        const change of [
+          { nombre_usuario: "after-name" },
+          { email: `moved-${crypto.randomUUID().slice(0, 8)}@test.local` },
+        ]
+      ) {
+        const res = await authSync(admin, {
+          action: "update",
+          id: u.rowId,
+          ...change,
+        });
+        assert.deepEqual(
+          [res.status, res.body.code],
+          [500, "migration_missing"],
+          JSON.stringify(res.body),
+        );
+        assert.equal(
+          res.body.error,
+          `undefined column (SQLSTATE 42703): apply the migrations up to ${LATEST_MIGRATION}`,
+        );
+      }
+      const [row] = await sql`select nombre_usuario, correo
+                              from public.usuarios where id = ${u.rowId!}`;
+      assert.deepEqual({ ...row }, {
+        nombre_usuario: "before-name",
+        correo: null,
+      });
+      assert.equal(await providerEmail(u.id), u.email);
+    } finally {
+      await sql`alter table public.auth_sync_audit
+                add column if not exists actor_key text`;
+      await sql`alter table public.auth_sync_intents
+                add column if not exists actor_key text`;
+    }
   },
 );
 

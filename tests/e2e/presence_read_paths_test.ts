@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call, type Invoked } from "../support/invoke.ts";
+import { LATEST_MIGRATION } from "../../supabase/functions/_shared/db_function.ts";
 import {
   servedBehindCountingProxy,
   startTestStack,
@@ -125,6 +126,53 @@ e2eTest(
       await served.close();
       await proxy.shutdown();
     }
+  },
+);
+
+e2eTest(
+  "presence: a database without the read's function or its schema (the migrations not applied) answers 500 migration_missing naming the newest migration, not internal_error",
+  async () => {
+    const u = await member();
+    const read = () =>
+      call(stack.apiUrl, "presence", {
+        headers: { Authorization: `Bearer ${u.token}` },
+      });
+    const [{ fn }] = await stack.sql`
+      select p.oid::regprocedure::text as fn from pg_proc p
+      where p.pronamespace = 'presence'::regnamespace
+        and p.proname = 'reader'`;
+    const moves = [
+      [
+        `alter function ${fn} rename to reader_moved`,
+        `alter function ${
+          fn.replace("presence.reader(", "presence.reader_moved(")
+        } rename to reader`,
+      ],
+      [
+        "alter schema presence rename to presence_moved",
+        "alter schema presence_moved rename to presence",
+      ],
+    ];
+    for (const [move, back] of moves) {
+      await stack.sql.unsafe(move);
+      try {
+        const res = await read();
+        assert.deepEqual(
+          [res.status, res.body.code],
+          [500, "migration_missing"],
+          `${move}: ${JSON.stringify(res.body)}`,
+        );
+        assert.ok(
+          res.body.error.endsWith(
+            `: apply the migrations up to ${LATEST_MIGRATION}`,
+          ),
+          res.body.error,
+        );
+      } finally {
+        await stack.sql.unsafe(back);
+      }
+    }
+    assert.equal((await read()).status, 200);
   },
 );
 

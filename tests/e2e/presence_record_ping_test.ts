@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { pushMigrations } from "../../local/migrate.ts";
-import { FUNCTIONS_MIGRATION } from "../../supabase/functions/_shared/db_function.ts";
+import { LATEST_MIGRATION } from "../../supabase/functions/_shared/db_function.ts";
 import { call } from "../support/invoke.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 import { sessionIdOf } from "../support/tokens.ts";
@@ -437,7 +437,7 @@ e2eTest(
           assert.equal(res.body.code, "migration_missing", path);
           assert.match(
             res.body.error,
-            new RegExp(`presence\\.record_ping .*${FUNCTIONS_MIGRATION}`),
+            new RegExp(`presence\\.record_ping .*${LATEST_MIGRATION}`),
             path,
           );
         } finally {
@@ -473,7 +473,7 @@ e2eTest(
     assert.match(
       broken.body.error,
       new RegExp(
-        `^presence\\.live_session is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}$`,
+        `^presence\\.live_session is not callable: apply the migrations up to ${LATEST_MIGRATION}$`,
       ),
     );
 

@@ -783,7 +783,7 @@ e2eTest(
     const plain = await read(u.client, { ids: [id] });
     assert.equal(plain.status, 200);
     assert.deepEqual(Object.keys(plain.body.users[0]).sort(), PUBLIC_FIELDS);
-    // Rights need a row linked by auth_user_id (README, Security notes);
+    // Rights need a row linked by auth_user_id (docs/security.md, "Security notes");
     // here only ADMIN_EMAILS makes administrators.
     const admin = await read(boss.client, { ids: [id] });
     assert.equal(admin.status, 200);

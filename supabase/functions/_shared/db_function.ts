@@ -1,8 +1,10 @@
 /**
  * Calls of the project's database functions (`presence.record_ping`,
- * `presence.match_usuario`): where one is missing or not executable, the
- * migrations were not applied, and the answer says which one to apply
- * instead of running a second implementation of its rules.
+ * `presence.match_usuario`, `presence.reader`,
+ * `presence.rights_writable_by`) and statements on its tables: where a
+ * function, a table or a column the migrations make is missing, the
+ * migrations were not applied, and the answer says up to which one to
+ * apply them instead of running a second implementation of its rules.
  *
  * @module
  */
@@ -10,13 +12,13 @@ import postgres from "postgres";
 import { HttpError } from "./errors.ts";
 
 /**
- * The last migration that makes the database functions as the code calls
- * them (`presence.match_usuario`, `presence.reader`, `presence.record_ping`
- * and the `presence.live_session` they call, `presence.rights_writable_by`):
- * applied up to it, they are all there.
+ * The newest migration of this repository: the functions are built and
+ * tested against all of them (the database functions as the code calls
+ * them, the columns it writes, such as the audit's `actor_key`), so a
+ * database the migrations were applied to up to it has everything they
+ * use. Its test keeps it the newest.
  */
-export const FUNCTIONS_MIGRATION =
-  "20261125060000_rights_writable_by_follows_views_rules_and_inheritance.sql";
+export const LATEST_MIGRATION = "20261125070000_add_auth_sync_actor_key.sql";
 
 // Raised by the call itself (not inside the function: those carry a
 // PL/pgSQL context): undefined function, unknown schema, no privilege.
@@ -43,7 +45,7 @@ function _oursUndefined(error: postgres.PostgresError): boolean {
 
 /**
  * Runs `call`; a missing or non-executable `name` becomes a 500
- * `migration_missing` naming {@linkcode FUNCTIONS_MIGRATION}. Any other
+ * `migration_missing` naming {@linkcode LATEST_MIGRATION}. Any other
  * error is thrown as it is.
  *
  * @example
@@ -60,14 +62,63 @@ export async function callingDbFunction<T>(
   } catch (error) {
     if (!isMissingFunction(error)) throw error;
     const missing = _OURS_UNDEFINED.exec((error as Error).message)?.[1] ?? name;
-    throw new HttpError("migration_missing", {
-      extra: {
-        error:
-          `${missing} is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}`,
-      },
-      cause: error,
-    });
+    throw _migrationMissing(`${missing} is not callable`, error);
   }
+}
+
+// Raised by a statement itself (no function's context): an undefined
+// schema, table, column or function, by SQLSTATE.
+const _UNDEFINED: Readonly<Record<string, string>> = {
+  "3F000": "undefined schema",
+  "42P01": "undefined table",
+  "42703": "undefined column",
+  "42883": "undefined function",
+};
+
+// Objects the migrations make: the schema presence and what is in it, the
+// auth_sync_* tables.
+const _OURS_NAMED = /\bpresence\b|\bauth_sync_\w+/;
+
+// A statement's text, which postgres.js keeps on its errors: a column
+// missing from a select names neither its table nor its schema.
+function _statementOf(error: postgres.PostgresError): string {
+  const query = (error as { query?: unknown }).query;
+  return typeof query === "string" ? query : "";
+}
+
+/**
+ * `error` as the 500 `migration_missing` when a statement (not a function
+ * it called) on the project's objects (its message or text names the
+ * schema `presence` or an `auth_sync_*` table) finds a schema, table,
+ * column or function undefined: the migrations were not applied up to
+ * {@linkcode LATEST_MIGRATION} (a column an older database lacks, such as
+ * the audit's `actor_key`). `null` for anything else. The answer names the
+ * condition and SQLSTATE, never the server's message.
+ *
+ * @example
+ * ```ts
+ * throw asMigrationMissing(error) ?? error;
+ * ```
+ */
+export function asMigrationMissing(error: unknown): HttpError | null {
+  if (
+    !(error instanceof postgres.PostgresError) ||
+    !Object.hasOwn(_UNDEFINED, error.code) || error.where ||
+    !_OURS_NAMED.test(`${error.message}\n${_statementOf(error)}`)
+  ) return null;
+  return _migrationMissing(
+    `${_UNDEFINED[error.code]} (SQLSTATE ${error.code})`,
+    error,
+  );
+}
+
+function _migrationMissing(what: string, cause: unknown): HttpError {
+  return new HttpError("migration_missing", {
+    extra: {
+      error: `${what}: apply the migrations up to ${LATEST_MIGRATION}`,
+    },
+    cause,
+  });
 }
 
 // Raised when a statement reads auth.sessions and auth.users: the auth

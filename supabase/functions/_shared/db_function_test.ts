@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import {
+  asMigrationMissing,
   callingDbFunction,
   domainsLiteral,
-  FUNCTIONS_MIGRATION,
   isAuthSchemaError,
   isMissingFunction,
+  LATEST_MIGRATION,
   uuidLiteral,
 } from "./db_function.ts";
 import { HttpError } from "./errors.ts";
@@ -68,7 +69,7 @@ Deno.test("isMissingFunction: a function of the project missing where another ca
   assert.match(
     String(missing.extra.error),
     new RegExp(
-      `^presence\\.live_session is not callable: apply the migrations up to ${FUNCTIONS_MIGRATION}$`,
+      `^presence\\.live_session is not callable: apply the migrations up to ${LATEST_MIGRATION}$`,
     ),
   );
 });
@@ -82,7 +83,7 @@ Deno.test("callingDbFunction: a missing function is a 500 migration_missing nami
   assert.equal(missing.status, 500);
   assert.match(
     String(missing.extra.error),
-    new RegExp(`^presence\\.record_ping .*${FUNCTIONS_MIGRATION}$`),
+    new RegExp(`^presence\\.record_ping .*${LATEST_MIGRATION}$`),
   );
   const other = pgError("57014");
   await assert.rejects(
@@ -122,32 +123,62 @@ Deno.test("isAuthSchemaError: privilege, undefined table, column, function or sc
   assert.ok(!isAuthSchemaError(new Error("42703")));
 });
 
-Deno.test("FUNCTIONS_MIGRATION: the last migration that makes a database function the code names, and the one docs/api.md names", async () => {
+Deno.test("LATEST_MIGRATION: the newest migration of the repository, and the one docs/api.md names", async () => {
   const root = new URL("../../../", import.meta.url);
-  // Every presence.<name>( the functions' code (not their tests) names.
-  const names = new Set<string>();
-  const walk = (dir: URL) => {
-    for (const e of Deno.readDirSync(dir)) {
-      if (e.isDirectory) walk(new URL(`${e.name}/`, dir));
-      else if (e.name.endsWith(".ts") && !e.name.endsWith("_test.ts")) {
-        const code = Deno.readTextFileSync(new URL(e.name, dir));
-        for (const m of code.matchAll(/\bpresence\.(\w+)\(/g)) names.add(m[1]);
-      }
-    }
-  };
-  walk(new URL("supabase/functions/", root));
-  assert.ok(names.has("record_ping") && names.has("match_usuario"));
-  const making = new RegExp(
-    `create\\s+(or\\s+replace\\s+)?function\\s+presence\\.(${
-      [...names].join("|")
-    })\\b`,
-    "i",
-  );
   const dir = new URL("supabase/migrations/", root);
   const files = [...Deno.readDirSync(dir)].map((e) => e.name)
-    .filter((n) => n.endsWith(".sql")).sort()
-    .filter((n) => making.test(Deno.readTextFileSync(new URL(n, dir))));
-  assert.equal(files.at(-1), FUNCTIONS_MIGRATION);
+    .filter((n) => n.endsWith(".sql")).sort();
+  assert.equal(files.at(-1), LATEST_MIGRATION);
   const api = await Deno.readTextFile(new URL("docs/api.md", root));
-  assert.ok(api.includes(FUNCTIONS_MIGRATION), "docs/api.md names it");
+  assert.ok(api.includes(LATEST_MIGRATION), "docs/api.md names it");
+});
+
+Deno.test("asMigrationMissing: an undefined schema, table, column or function that a statement on the project's objects meets is 500 migration_missing, naming the condition, never the server's message", () => {
+  const undefinedAt = (
+    code: string,
+    message: string,
+    query = "",
+    where?: string,
+  ) => Object.assign(pgError(code, where, message), { query });
+  const ours = [
+    undefinedAt("3F000", 'schema "presence" does not exist'),
+    undefinedAt("42P01", 'relation "presence.changes" does not exist'),
+    undefinedAt(
+      "42703",
+      'column "actor_key" does not exist',
+      "select actor_key from public.auth_sync_intents where id = $1",
+    ),
+    undefinedAt("42883", "function presence.reader(uuid) does not exist"),
+  ];
+  for (const error of ours) {
+    const answer = asMigrationMissing(error);
+    assert.ok(answer, error.message);
+    assert.equal(answer.status, 500);
+    assert.equal(answer.code, "migration_missing");
+    assert.match(
+      String(answer.extra.error),
+      new RegExp(
+        `^undefined \\w+ \\(SQLSTATE ${error.code}\\): apply the migrations up to ${LATEST_MIGRATION}$`,
+      ),
+    );
+    assert.ok(!String(answer.extra.error).includes("presence."));
+  }
+  for (
+    const error of [
+      // The app's own objects, or a statement that is not ours.
+      undefinedAt("42P01", 'relation "public.perfiles" does not exist'),
+      undefinedAt("42703", 'column "apodo" does not exist', "select apodo"),
+      // Raised inside a function: what it reads is not for the migrations
+      // to fix.
+      undefinedAt(
+        "42703",
+        'column "x" does not exist',
+        "select presence.reader()",
+        "PL/pgSQL function presence.reader() line 3",
+      ),
+      // Not an undefined object.
+      undefinedAt("23505", "duplicate key in presence.changes"),
+      new Error('schema "presence" does not exist'),
+    ]
+  ) assert.equal(asMigrationMissing(error), null, String(error));
 });

@@ -7,6 +7,7 @@
  */
 import { corsHeaders } from "./cors.ts";
 import { asDbTimeout, isDbError, isDbFailure, publicDbError } from "./db.ts";
+import { asMigrationMissing } from "./db_function.ts";
 import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { errorText, forRequest, logEvent } from "./log.ts";
@@ -25,9 +26,27 @@ export interface RequestContext {
 /** A function's work, once method and environment have passed. */
 export type Work = (req: Request, ctx: RequestContext) => Promise<Response>;
 
+/** Options of {@linkcode createFunction}. */
+export interface FunctionOptions {
+  /**
+   * The level of the line of a call refused with 401, 403 or 404: `info` by
+   * default (an expired token is routine for a ping); `warn` where each
+   * refusal is worth a look (auth-sync: who tried an administrator's call).
+   */
+  readonly refusalsAt?: "info" | "warn";
+}
+
 /**
  * Wraps a function's work in the shared pipeline. The result is what
  * `Deno.serve` takes.
+ *
+ * Each request writes one line, `Request handled`, with its status, code,
+ * the public reason and the private cause (redacted), and what its work
+ * added (`log.ts` `noteOnRequest`); at `error` for a failure of 500 and
+ * above, `warn` for a 503 (a dependency that did not answer in time: the
+ * client is told when to retry), else `info` (refusals: see
+ * {@linkcode FunctionOptions.refusalsAt}). One line, not a failure line
+ * and then a summary: an outage doubles no one's log volume.
  *
  * @example
  * ```ts
@@ -38,6 +57,7 @@ export function createFunction(
   name: string,
   env: EnvSource,
   work: Work,
+  options: FunctionOptions = {},
 ): (req: Request) => Promise<Response> {
   return (req) => {
     // Our own id, always: a client's header would let it choose, repeat or
@@ -45,17 +65,20 @@ export function createFunction(
     // logged beside ours for correlation. Every line logged while the
     // request is worked on carries it.
     const requestId = crypto.randomUUID();
+    const notes: Record<string, unknown> = {};
     return forRequest(requestId, async () => {
       const clientRequestId = clientRequestIdOf(req);
       const started = performance.now();
       let response: Response;
-      // A 4xx answered for the database's sake (a row it refused): its own
-      // message, which the client is not told, for the log line.
-      let dbCause: string | undefined;
-      // Why a call was refused, for its log line: the code the client got,
-      // and the public detail when there is one (Auth's reason for a token).
+      // Why a call was refused or failed, for its line: the code the client
+      // got, the public detail when there is one (Auth's reason for a
+      // token), and the private cause: a failure's, or the database's own
+      // message for a 4xx answered for its sake (a row it refused), which
+      // the client is not told.
       let code: string | undefined;
       let reason: unknown;
+      let cause: string | undefined;
+      let extra: Record<string, unknown> = {};
       try {
         if (
           req.method === "OPTIONS" &&
@@ -72,43 +95,63 @@ export function createFunction(
       } catch (thrown) {
         const error = _answerFor(thrown);
         response = errorResponse(error, requestId);
-        code = error instanceof HttpError ? error.code : "internal_error";
-        reason = error instanceof HttpError ? error.extra.error : undefined;
+        const known = error instanceof HttpError ? error : undefined;
+        code = known?.code ?? "internal_error";
+        reason = known?.extra.error;
+        extra = known?.extra ?? {};
+        const failed = !known || known.status >= 500;
+        if (failed || isDbError(known.cause)) {
+          const source = known ? known.cause : error;
+          if (source !== undefined) cause = errorText(source);
+        }
         // A client that went away (a closed tab, a load generator's last
         // requests) had its statements cancelled: nobody reads this answer,
-        // and nothing failed. Its "Request handled" line says so, at info.
+        // and nothing failed.
         if (req.signal.aborted) {
           code = "client_closed";
-          reason = undefined;
-        } else if (!(error instanceof HttpError) || error.status >= 500) {
-          const cause = error instanceof HttpError ? error.cause : error;
-          const extra = error instanceof HttpError ? error.extra : {};
-          logEvent("error", `Request failed in "${name}"`, {
-            code: error instanceof HttpError ? error.code : "internal_error",
-            cause: cause === undefined ? undefined : errorText(cause),
-            // The environment's variables that are missing or invalid, as
-            // the answer names them (names and what is wrong, no values):
-            // the operator reads the log, not the caller's answer.
-            missing: extra.missing,
-            invalid: extra.invalid,
-          });
-        } else if (isDbError(error.cause)) {
-          dbCause = errorText(error.cause);
+          reason = cause = undefined;
         }
       }
-      logEvent("info", "Request handled", {
-        fn: name,
-        client_request_id: clientRequestId,
-        method: req.method,
-        status: response.status,
-        code,
-        reason: typeof reason === "string" ? reason : undefined,
-        cause: dbCause,
-        ms: Math.round(performance.now() - started),
-      });
+      const status = response.status;
+      logEvent(
+        code === "client_closed" ? "info" : _levelOf(status, options),
+        "Request handled",
+        {
+          fn: name,
+          client_request_id: clientRequestId,
+          method: req.method,
+          status,
+          code,
+          reason: typeof reason === "string"
+            ? reason.slice(0, _REASON_CHARS)
+            : undefined,
+          cause,
+          // The environment's variables that are missing or invalid, as
+          // the answer names them (names and what is wrong, no values).
+          missing: extra.missing,
+          invalid: extra.invalid,
+          ...notes,
+          ms: Math.round(performance.now() - started),
+        },
+      );
       return response;
-    });
+    }, notes);
   };
+}
+
+// The longest public reason logged: Auth's message may quote a token's
+// header (an unknown `kid`), which the caller chose.
+const _REASON_CHARS = 200;
+
+// A line's level by its answer's status (see createFunction).
+function _levelOf(
+  status: number,
+  options: FunctionOptions,
+): "info" | "warn" | "error" {
+  if (status === 503) return "warn";
+  if (status >= 500) return "error";
+  if ([401, 403, 404].includes(status)) return options.refusalsAt ?? "info";
+  return "info";
 }
 
 // A statement that ran out of time answers 503 with Retry-After where the
@@ -125,6 +168,8 @@ function _answerFor(error: unknown): unknown {
   const timeout = asDbTimeout(error);
   if (timeout) return timeout;
   if (error instanceof HttpError || !isDbFailure(error)) return error;
+  const missing = asMigrationMissing(error);
+  if (missing) return missing;
   return new HttpError("internal_error", {
     extra: { error: publicDbError(error) },
     cause: error,

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { HttpError } from "./errors.ts";
+import { noteOnRequest } from "./log.ts";
 import {
   createFunction,
   MAX_BODY_BYTES,
@@ -180,9 +181,27 @@ Deno.test("createFunction: a statement timeout or lock timeout answers 503 db_ti
   assert.equal((await kept.json()).code, "sync_failed");
 });
 
+Deno.test("createFunction: a statement that finds the project's schema, table or function missing answers 500 migration_missing (the presence read has no other home for it)", async () => {
+  const missing = new postgres.PostgresError({
+    message: 'schema "presence" does not exist',
+    code: "3F000",
+  } as unknown as string);
+  const res = await createFunction(
+    "t",
+    (n) => env[n],
+    () => Promise.reject(missing),
+  )(new Request("http://x/", { method: "POST" }));
+  assert.equal(res.status, 500);
+  const body = await res.json();
+  assert.equal(body.code, "migration_missing");
+  assert.match(body.error, /^undefined schema \(SQLSTATE 3F000\): apply/);
+});
+
 Deno.test("createFunction: a database failure no handler named is a 500 internal_error naming the condition and SQLSTATE, never the server's message", async () => {
+  // The app's own relation: a relation of the project's is
+  // migration_missing (db_function_test.ts asMigrationMissing).
   const undefinedTable = new postgres.PostgresError({
-    message: 'relation "presence.changes" does not exist',
+    message: 'relation "public.perfiles" does not exist',
     code: "42P01",
   } as unknown as string);
   const refused = Object.assign(
@@ -211,7 +230,7 @@ Deno.test("createFunction: a database failure no handler named is a 500 internal
       ...(named === undefined ? {} : { error: named }),
     });
     const text = JSON.stringify(body);
-    for (const secret of ["presence.changes", "6543", "127.0.0.1"]) {
+    for (const secret of ["public.perfiles", "6543", "127.0.0.1"]) {
       assert.ok(!text.includes(secret), secret);
     }
   }
@@ -250,7 +269,7 @@ Deno.test("createFunction: a client's x-request-id never becomes the request_id;
     body = await res.json();
   });
   assert.match(String(body.request_id), UUID);
-  assert.equal(lines.length, 2);
+  assert.equal(lines.length, 1, "one line per request");
   for (const line of lines) {
     assert.equal(line.request_id, body.request_id);
   }
@@ -356,7 +375,7 @@ Deno.test("createFunction: a request its client abandoned is logged once, at inf
     "Request handled",
     "client_closed",
   ]]);
-  // The same failure for a client still waiting is an error.
+  // The same failure for a client still waiting is a 503 (retried), at warn.
   const failing = createFunction("t", (n) => env[n], () =>
     Promise.reject(
       Object.assign(new Error("statement not started in time"), {
@@ -366,8 +385,50 @@ Deno.test("createFunction: a request its client abandoned is logged once, at inf
   const kept = await logged(() =>
     failing(new Request("http://x/", { method: "POST" }))
   );
-  assert.deepEqual(kept.map((l) => [l.level, l.code]), [
-    ["error", "db_timeout"],
-    ["info", "db_timeout"],
+  assert.deepEqual(kept.map((l) => [l.level, l.status, l.code, l.cause]), [
+    ["warn", 503, "db_timeout", "statement not started in time"],
   ]);
+});
+
+Deno.test("createFunction: one line per request, its level by the status (500 error, 503 warn, refusals info unless refusalsAt), with the cause and what the work noted", async () => {
+  const answer = (thrown: unknown, options = {}) =>
+    logged(() =>
+      createFunction("t", (n) => env[n], () => {
+        noteOnRequest({ actor_auth_user_id: "u-1" });
+        return Promise.reject(thrown);
+      }, options)(new Request("http://x/", { method: "POST" }))
+    );
+  const [failed] = await answer(new Error("boom at 127.0.0.1"));
+  assert.deepEqual(
+    [failed.level, failed.msg, failed.status, failed.code, failed.cause],
+    ["error", "Request handled", 500, "internal_error", "boom at 127.0.0.1"],
+  );
+  assert.equal(failed.actor_auth_user_id, "u-1");
+  const down = await answer(
+    new HttpError("idp_unavailable", { cause: new Error("fetch failed") }),
+  );
+  assert.deepEqual(down.map((l) => [l.level, l.status, l.cause]), [
+    ["warn", 503, "fetch failed"],
+  ]);
+  const kid = "k".repeat(3000);
+  const refused = new HttpError("invalid_token", {
+    extra: { error: `unrecognized JWT kid ${kid} for algorithm ES256` },
+  });
+  const [routine] = await answer(refused);
+  assert.deepEqual([routine.level, routine.status], ["info", 401]);
+  assert.equal(
+    (routine.reason as string).length,
+    200,
+    "a reason the caller chose is cut",
+  );
+  const [watched] = await answer(refused, { refusalsAt: "warn" });
+  assert.equal(watched.level, "warn");
+  const [missing] = await answer(new HttpError("user_not_found"), {
+    refusalsAt: "warn",
+  });
+  assert.deepEqual([missing.level, missing.status], ["warn", 404]);
+  const [invalid] = await answer(new HttpError("validation_failed"), {
+    refusalsAt: "warn",
+  });
+  assert.deepEqual([invalid.level, invalid.status], ["info", 400]);
 });

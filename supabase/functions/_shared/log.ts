@@ -9,20 +9,45 @@ import { AsyncLocalStorage } from "node:async_hooks";
 // The request a line is written for: set by the shared pipeline
 // (`http.ts`) around each request's work, read by every logEvent under it,
 // however deep, so that each line of a request carries its id without
-// every module being handed it. Edge Runtime ships node:async_hooks.
-const _request = new AsyncLocalStorage<string>();
+// every module being handed it, and the fields its work adds to the
+// request's own line (`noteOnRequest`). Edge Runtime ships node:async_hooks.
+const _request = new AsyncLocalStorage<
+  { readonly id: string; readonly notes: Record<string, unknown> }
+>();
 
 /**
  * Runs `fn` so that every line it logs, directly or in anything it awaits,
- * carries `request_id`.
+ * carries `request_id`; `notes` collects what it adds with
+ * {@linkcode noteOnRequest}, for the request's own line.
  *
  * @example
  * ```ts
- * await forRequest(crypto.randomUUID(), () => work(req));
+ * const notes = {};
+ * await forRequest(crypto.randomUUID(), () => work(req), notes);
+ * logEvent("info", "Request handled", notes);
  * ```
  */
-export function forRequest<T>(requestId: string, fn: () => T): T {
-  return _request.run(requestId, fn);
+export function forRequest<T>(
+  requestId: string,
+  fn: () => T,
+  notes: Record<string, unknown> = {},
+): T {
+  return _request.run({ id: requestId, notes }, fn);
+}
+
+/**
+ * Adds `fields` to the line the shared pipeline writes for the current
+ * request (`http.ts`), instead of a line of their own: one line per
+ * request. Outside a request, nothing.
+ *
+ * @example
+ * ```ts
+ * noteOnRequest({ actor_auth_user_id: identity.id });
+ * ```
+ */
+export function noteOnRequest(fields: Record<string, unknown>): void {
+  const request = _request.getStore();
+  if (request) Object.assign(request.notes, fields);
 }
 
 // JWTs (access tokens, anon and service keys), Supabase's opaque API keys and
@@ -75,7 +100,7 @@ export function logEvent(
   fields: Record<string, unknown> = {},
 ): void {
   const line: Record<string, unknown> = { level, msg: redact(message) };
-  const requestId = _request.getStore();
+  const requestId = _request.getStore()?.id;
   if (requestId !== undefined) line.request_id = requestId;
   for (const [key, value] of Object.entries(fields)) {
     line[key] = typeof value === "string" ? redact(value) : value;

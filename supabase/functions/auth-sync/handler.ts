@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { bearerToken, type Identity, serverCaller } from "../_shared/auth.ts";
+import { bearerToken, serverCaller } from "../_shared/auth.ts";
 import {
   type AdminGround,
   adminPolicy,
@@ -27,7 +27,7 @@ import {
   readJsonBody,
   type RequestContext,
 } from "../_shared/http.ts";
-import { logEvent } from "../_shared/log.ts";
+import { noteOnRequest } from "../_shared/log.ts";
 import { type Actor, auditRefusal, userActor } from "./audit.ts";
 import { findUsuario, matchRules } from "../_shared/match_user.ts";
 import { reconcile } from "./reconcile.ts";
@@ -51,33 +51,31 @@ export async function authSync(
   ctx: RequestContext,
   deps: FunctionDeps,
 ): Promise<Response> {
-  let identity: Identity;
   // Not tied to the request's signal: once Auth has changed an account, the
   // row write, the intent, the audit row and the lease release must follow
   // whether or not the caller is still there (a closed tab would otherwise
   // leave Auth and the row apart). Statements stay bounded by their timeout.
   const sql = deps.database(ctx.env);
-  try {
-    const server = await serverCaller(
-      req,
-      ctx.env,
-      (key) => deps.keyRefusal(key, ctx.env),
-    );
-    if (server) {
-      const actor: Actor = {
-        kind: server.via,
-        id: null,
-        email: null,
-        keyName: server.keyName,
-        operator: true,
-      };
-      return await _serve(req, ctx, sql, deps, actor);
-    }
-    identity = await deps.authenticate(bearerToken(req), ctx.env);
-  } catch (error) {
-    _logRefused(error, null);
-    throw error;
+  const server = await serverCaller(
+    req,
+    ctx.env,
+    (key) => deps.keyRefusal(key, ctx.env),
+  );
+  if (server) {
+    const actor: Actor = {
+      kind: server.via,
+      id: null,
+      email: null,
+      keyName: server.keyName,
+      operator: true,
+    };
+    return await _serve(req, ctx, sql, deps, actor);
   }
+  const identity = await deps.authenticate(bearerToken(req), ctx.env);
+  // The account's id only, on the request's line: function logs are
+  // readable by every member of the project, and the audit row (service
+  // role only) keeps the email.
+  noteOnRequest({ actor_auth_user_id: identity.id });
   const row = await findUsuario(sql, identity, matchRules(ctx.env));
   let ground: AdminGround;
   try {
@@ -87,7 +85,6 @@ export async function authSync(
       adminPolicy(ctx.env, deps, sql),
     );
   } catch (error) {
-    _logRefused(error, identity);
     const code = error instanceof HttpError ? error.code : null;
     // A caller without rights, with a row (403) or without (404: any fresh
     // sign-up). Who tried what, from the body nobody else reads: fields'
@@ -127,20 +124,6 @@ async function _serve(
   return json({ ok: true, ...result });
 }
 
-// Refusals are answered as usual; this leaves a trace of them (the shared
-// pipeline logs only failures of 500 and above).
-function _logRefused(error: unknown, identity: Identity | null): void {
-  if (!(error instanceof HttpError) || error.status >= 500) return;
-  logEvent("warn", "Request refused", {
-    fn: "auth-sync",
-    status: error.status,
-    code: error.code,
-    // The account's id only: function logs are readable by every member of
-    // the project, and the audit row (service role only) keeps the email.
-    actor_auth_user_id: identity?.id,
-  });
-}
-
 /**
  * The handler `Deno.serve` takes, over the environment `env` and the
  * dependencies `deps` (the pool, Auth's user and admin APIs, its settings,
@@ -156,9 +139,11 @@ export function createAuthSync(
   env: EnvSource,
   deps: FunctionDeps,
 ): (req: Request) => Promise<Response> {
+  // Each refusal at warn: who tried an administrator's call.
   return createFunction(
     "auth-sync",
     env,
     (req, ctx) => authSync(req, ctx, deps),
+    { refusalsAt: "warn" },
   );
 }

@@ -32,6 +32,7 @@
 import postgres from "postgres";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { pgArray, publicDbError, type Sql } from "../_shared/db.ts";
+import { asMigrationMissing } from "../_shared/db_function.ts";
 import { linkableAddress } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { findAccounts, linkedRows, normalizeEmail } from "./accounts.ts";
@@ -89,6 +90,8 @@ export async function syncUsuarios(
     );
   } catch (error) {
     if (error instanceof HttpError) throw error;
+    const missing = asMigrationMissing(error);
+    if (missing) throw missing;
     if (!input.dry_run) {
       await auditFailure(sql, {
         actor,

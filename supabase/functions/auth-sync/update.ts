@@ -44,6 +44,7 @@ import { isListedAdminEmail } from "../_shared/admin.ts";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
 import { asDbTimeout, publicDbError, type Sql } from "../_shared/db.ts";
+import { asMigrationMissing } from "../_shared/db_function.ts";
 import { linkableAddress, SET_BY_AUTH_SYNC } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
 import { errorText, logEvent, redact } from "../_shared/log.ts";
@@ -333,9 +334,10 @@ async function _afterFailedWrite(
   if (state && !own) throw supersededError(state.outcome);
   const answer = await undoAfterFailedWrite(scope, change, error);
   // Auth was put back: the database's failure, answered as one that came
-  // after the provider changed (500 sync_failed), not as a refusal before.
+  // after the provider changed (500 sync_failed), not as a refusal before;
+  // a table without the newest migration's column is named as such.
   throw answer instanceof HttpError ? answer : _taken(answer) ??
-    _syncFailed(answer);
+    asMigrationMissing(answer) ?? _syncFailed(answer);
 }
 
 function _sent(change: ProviderChange): Field[] {
@@ -750,6 +752,8 @@ function _requested(input: UpdateRequest): Field[] {
 // integrity constraints, an app trigger's RAISE) is 422 row_refused.
 function _asHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
+  const missing = asMigrationMissing(error);
+  if (missing) return missing;
   const timeout = asDbTimeout(error);
   if (timeout) return timeout;
   const taken = _taken(error);
