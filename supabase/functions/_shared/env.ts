@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { decodeJwt } from "jose";
 import { z } from "zod";
 import { connectionOptions } from "./db.ts";
 import { HttpError } from "./errors.ts";
@@ -206,6 +207,35 @@ function _json(raw: string | undefined): unknown {
   }
 }
 
+// Whether `text` is an http(s) URL, as Auth's and the gateway's base.
+function _isHttpUrl(text: string): boolean {
+  try {
+    return /^https?:$/.test(new URL(text).protocol);
+  } catch {
+    return false;
+  }
+}
+
+// What is wrong with `key` as a service key, or null: a publishable key,
+// or a JWT whose role is not service_role (the anon key). Names the kind,
+// never the key.
+function _notAServiceKey(key: string): string | null {
+  if (key.startsWith("sb_publishable_")) {
+    return "holds a publishable key: a secret key (sb_secret_…) or the service_role key is needed";
+  }
+  if (!key.startsWith("eyJ")) return null;
+  let role: unknown;
+  try {
+    role = decodeJwt(key).role;
+  } catch {
+    return null;
+  }
+  if (role === "service_role") return null;
+  return `holds a JWT whose role is ${
+    role === "anon" || role === "authenticated" ? role : "not service_role"
+  }: the service_role key (or a secret key, sb_secret_…) is needed`;
+}
+
 const _DOMAIN =
   /^(\*|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*)$/;
 
@@ -274,6 +304,24 @@ export function readEnv(get: EnvSource): FunctionEnv {
     for (const issue of settings.error.issues) {
       invalid[String(issue.path[0])] ??= issue.message;
     }
+  }
+  if (!_isHttpUrl(supabaseUrl)) {
+    invalid.SUPABASE_URL =
+      "must be the project's URL: https://<ref>.supabase.co (http://127.0.0.1:54321 locally)";
+  }
+  // Each service key where it was set, for a key of another kind (a
+  // publishable key, the anon JWT) in its place: every admin call would be
+  // refused, read as a fault of the caller's rights.
+  const keySources: [string, string][] = [
+    ...secret.map((k): [string, string] => ["SUPABASE_SECRET_KEYS", k.key]),
+    ...[
+      "SUPABASE_SERVICE_ROLE_KEY",
+      "SUPABASE_SERVICE_KEY",
+    ].map((name): [string, string] => [name, value(name) ?? ""]),
+  ];
+  for (const [name, key] of keySources) {
+    const wrong = _notAServiceKey(key);
+    if (wrong) invalid[name] ??= wrong;
   }
   try {
     connectionOptions(dbUrl);

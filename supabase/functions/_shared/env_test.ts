@@ -292,6 +292,61 @@ Deno.test("readEnv: DB_STATEMENT_TIMEOUT_MS and a database URL it cannot use are
   );
 });
 
+Deno.test("readEnv: a SUPABASE_URL that is not an http(s) URL, and a service key of another kind (publishable, the anon JWT), are refused with 500 invalid_env naming the variable, never the value", () => {
+  // A JWT's header and payload as the CLI's keys have them (unsigned here:
+  // only the role is read).
+  const jwt = (role: string) =>
+    [{ alg: "HS256", typ: "JWT" }, { iss: "supabase-demo", role }]
+      .map((part) => btoa(JSON.stringify(part)).replace(/=+$/, ""))
+      .join(".") + ".c2lnbmF0dXJl";
+  const refusal = (vars: Record<string, string>) => {
+    try {
+      readEnv(from({ ...full, ...vars }));
+    } catch (e) {
+      assert.ok(e instanceof HttpError);
+      assert.equal(e.code, "invalid_env");
+      const invalid = e.extra.invalid as Record<string, string>;
+      for (const value of Object.values(vars)) {
+        assert.ok(!JSON.stringify(invalid).includes(value), value);
+      }
+      return invalid;
+    }
+    assert.fail(`accepted: ${JSON.stringify(vars)}`);
+  };
+  for (const url of ["ref.supabase.co", "ftp://ref.supabase.co", "not a url"]) {
+    assert.match(refusal({ SUPABASE_URL: url }).SUPABASE_URL, /project's URL/);
+  }
+  assert.match(
+    refusal({ SUPABASE_SERVICE_ROLE_KEY: jwt("anon") })
+      .SUPABASE_SERVICE_ROLE_KEY,
+    /a JWT whose role is anon: the service_role key/,
+  );
+  assert.match(
+    refusal({
+      SUPABASE_SECRET_KEYS: JSON.stringify({ default: "sb_publishable_abc" }),
+    }).SUPABASE_SECRET_KEYS,
+    /holds a publishable key/,
+  );
+  assert.match(
+    refusal({ SUPABASE_SERVICE_KEY: jwt("x-custom") }).SUPABASE_SERVICE_KEY,
+    /role is not service_role/,
+  );
+  // The right kinds, and keys it cannot read (opaque), pass.
+  for (
+    const key of [jwt("service_role"), "sb_secret_abc", "opaque-service-key"]
+  ) {
+    assert.equal(
+      readEnv(from({ ...full, SUPABASE_SERVICE_ROLE_KEY: key })).serviceRoleKey,
+      key,
+    );
+  }
+  assert.equal(
+    readEnv(from({ ...full, SUPABASE_URL: "https://ref.supabase.co" }))
+      .supabaseUrl,
+    "https://ref.supabase.co",
+  );
+});
+
 Deno.test("supabase/functions/.env.example: lists every function setting, commented out, with its default where it has one", async () => {
   const example = await Deno.readTextFile(
     new URL("../.env.example", import.meta.url),
