@@ -207,6 +207,19 @@ export interface TabRead {
   changed: PresenceUser[];
   removed: number[];
   resync: boolean;
+  /**
+   * The database's time of the map it leads to (the API's `server_time` of
+   * its first page, ms since the epoch), or `null`/absent when unknown (an
+   * older kit): a whole map older than the one a watcher holds is not
+   * applied, so that no tab's map goes back in time.
+   */
+  asOf?: number | null;
+  /**
+   * In an answer to a sync: the polling tab's last poll failed, and this
+   * is its error, with the wait before its next try. The asking tab
+   * reports it and waits with it, instead of showing its map as live.
+   */
+  error?: KitError;
 }
 
 /**
@@ -818,6 +831,8 @@ export class PresenceKit {
       holder: null,
       took: null,
       history: [],
+      asOf: null,
+      lastFailure: null,
     };
     this.#watchers.add(w);
     if (w.joining) void this.#share(w);
@@ -1324,6 +1339,7 @@ export class PresenceKit {
     let since = from ? from.since : w.cursor;
     let resync = from ? from.resync : since === null;
     let cursor: string | null = from?.cursor ?? null;
+    let asOf: number | null = from?.asOf ?? null;
     let afterId: number | null = from?.afterId ?? null;
     const users: PresenceUser[] = from?.users ?? [];
     const removed: number[] = from?.removed ?? [];
@@ -1348,6 +1364,7 @@ export class PresenceKit {
           since = null;
           resync = true;
           cursor = null;
+          asOf = null;
           afterId = null;
           users.length = 0;
           removed.length = 0;
@@ -1363,10 +1380,12 @@ export class PresenceKit {
           since = null;
           resync = true;
           cursor = null;
+          asOf = null;
           afterId = null;
           users.length = 0;
           removed.length = 0;
         }
+        if (cursor === null) asOf = _serverTime(answer.body);
         cursor ??= String(answer.body.cursor);
         users.push(...(answer.body.users as PresenceUser[]));
         removed.push(...((answer.body.removed ?? []) as number[]));
@@ -1392,9 +1411,11 @@ export class PresenceKit {
         for (const id of removed) map.delete(id);
         w.users = map;
         w.cursor = cursor;
+        w.asOf = asOf;
         _record(w, resync ? null : since, users, removed);
         w.failures = 0;
         w.offlineFailure = false;
+        w.lastFailure = null;
         // The user's other watchers read it from here; told before this
         // watcher's callback, which may change the arrays it is handed.
         if (w.share?.leading) {
@@ -1409,6 +1430,7 @@ export class PresenceKit {
             changed: users,
             removed,
             resync,
+            asOf,
           });
         }
         this.#changed(w, { changed: users, removed, resync });
@@ -1420,7 +1442,15 @@ export class PresenceKit {
         // Pages already read are kept for the next poll, unless the pages
         // themselves were wrong.
         if (afterId !== null && answer.body.code !== "bad_page") {
-          w.partial = { since, resync, cursor, afterId, users, removed };
+          w.partial = {
+            since,
+            resync,
+            cursor,
+            asOf,
+            afterId,
+            users,
+            removed,
+          };
         }
         w.failures++;
         w.offlineFailure = answer.status === 0;
@@ -1440,6 +1470,7 @@ export class PresenceKit {
         if (!over) error.retryInMs = wait;
         this.#emit("error", error);
         if (!over && w.share?.leading) {
+          w.lastFailure = { error, until: this.#elapsed() + wait };
           this.#tell({
             kind: "error",
             tab: this.#tabId,
@@ -1456,7 +1487,9 @@ export class PresenceKit {
     if (!w.stopped && !this.#page.hidden()) {
       if (this.#polls(w)) {
         w.timer = this.#clock.setTimeout(() => void this.#poll(w), wait);
-      } else this.#watchdog(w);
+        // A poll of its own (the watchdog's) waits as that poll was told
+        // (a Retry-After, its backoff) before the next.
+      } else this.#watchdog(w, wait);
     }
   }
 
@@ -1657,7 +1690,12 @@ export class PresenceKit {
         w.holder ??= m.tab;
         if (m.tab !== w.holder) continue;
         this.#follow(w, m);
-        this.#watchdog(w);
+        // An answer that carries the polling tab's failure: reported here
+        // too, and waited out with it.
+        if (m.error && m.to === w.id) {
+          this.#emit("error", { ...m.error });
+          this.#watchdog(w, m.error.retryInMs ?? 0);
+        } else this.#watchdog(w);
       }
     }
   }
@@ -1680,6 +1718,13 @@ export class PresenceKit {
       changed: changes ? changes.changed : [...w.users.values()],
       removed: changes ? changes.removed : [],
       resync: changes === null,
+      asOf: w.asOf,
+      ...(w.lastFailure && {
+        error: {
+          ...w.lastFailure.error,
+          retryInMs: Math.max(0, w.lastFailure.until - this.#elapsed()),
+        },
+      }),
     });
   }
 
@@ -1701,11 +1746,18 @@ export class PresenceKit {
       });
       return;
     }
+    // A whole map older than the one held (a tab that took the lock with
+    // an older map, its first read still on its way or failing) is not
+    // applied: the polling tab's next read leads here again.
+    if (m.resync && m.asOf != null && w.asOf !== null && m.asOf < w.asOf) {
+      return;
+    }
     const map = m.resync ? new Map<number, PresenceUser>() : new Map(w.users);
     for (const u of m.changed) map.set(u.id, u);
     for (const id of m.removed) map.delete(id);
     w.users = map;
     w.cursor = m.cursor;
+    w.asOf = m.asOf ?? (m.resync ? null : w.asOf);
     _record(w, m.resync ? null : m.from, m.changed, m.removed);
     w.partial = null;
     w.epoch++;
@@ -1810,6 +1862,13 @@ interface _Watcher {
    * one before and the last ending at `cursor` (see {@linkcode _record}).
    */
   history: _Step[];
+  /** The database's time of its map (see {@linkcode TabRead.asOf}). */
+  asOf: number | null;
+  /**
+   * Its last poll's failure while it polls for the other tabs, and until
+   * when (on `#elapsed()`) it waits before its next try; `null` after a read.
+   */
+  lastFailure: { error: KitError; until: number } | null;
 }
 
 // A read applied to a watcher's map: the changes from cursor `from` to
@@ -1902,6 +1961,7 @@ interface _PartialRead {
   since: string | null;
   resync: boolean;
   cursor: string | null;
+  asOf: number | null;
   afterId: number;
   users: PresenceUser[];
   removed: number[];
@@ -1997,6 +2057,15 @@ async function _answerOf(res: Response): Promise<_Answer> {
 }
 
 // What a call that got no answer (a network failure, the deadline) counts as.
+// The API's `server_time` of an answer, ms since the epoch; `null` when it
+// has none (an older API) or it does not parse.
+function _serverTime(body: Record<string, unknown>): number | null {
+  const at = typeof body.server_time === "string"
+    ? Date.parse(body.server_time)
+    : NaN;
+  return Number.isFinite(at) ? at : null;
+}
+
 function _noAnswer(error: unknown): _Answer {
   return {
     status: 0,

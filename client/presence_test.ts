@@ -2003,6 +2003,8 @@ function changingServer(size: number) {
           next_after_id: null,
           cursor: `v${version}`,
           resync: false,
+          // The database's clock: a second per version.
+          server_time: new Date(version * 1000).toISOString(),
         },
       };
     },
@@ -2452,4 +2454,147 @@ Deno.test("PresenceKit.watch tabs: through the polling watcher's backoff, a seco
 Deno.test("browserLocks: none where there is no page (Deno has navigator.locks but no document): a server's kits poll for themselves", () => {
   assert.equal(typeof (navigator as { locks?: unknown }).locks, "object");
   assert.equal(browserLocks(), null);
+});
+
+for (
+  const how of [
+    "its first read is on its way",
+    "its first read fails (503, Retry-After 120)",
+  ]
+) {
+  Deno.test(`PresenceKit.watch tabs: a tab whose window is restored is never handed an older whole map than its own, by a tab that took the lock with an older map while ${how} (kit3 F1)`, async () => {
+    const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+    const server = changingServer(50);
+    let hold: Promise<void> | null = null;
+    let down = false;
+    const api = async (call: Call): Promise<Reply> => {
+      if (down && call.name === "presence") {
+        return {
+          status: 503,
+          body: { code: "idp_unavailable", error: "down" },
+          headers: { "retry-after": "120" },
+        };
+      }
+      const answer = server.reply(call);
+      if (hold && call.name === "presence") await hold;
+      return answer;
+    };
+    const a = watchingTab(bus, locks, clock, api);
+    await clock.advance(0);
+    const b = watchingTab(bus, locks, clock, api);
+    await clock.advance(10_000);
+    // b's window shows another site for a minute; a reads on.
+    b.page.setHidden(true);
+    await clock.advance(60_000);
+    const aBefore = a.seen.at(-1)!;
+    const bOld = b.seen.at(-1)!;
+    assert.notDeepEqual(aBefore.ids, bOld.ids);
+    // a's window is minimised, b's shows the app again: b takes the lock
+    // and reads from its old cursor, slowly or failing.
+    a.page.setHidden(true);
+    await clock.advance(0);
+    let release = () => {};
+    if (how.includes("on its way")) {
+      hold = new Promise((r) => (release = r));
+    } else down = true;
+    b.page.setHidden(false);
+    await clock.advance(0);
+    // a's window is restored meanwhile: it asks b.
+    a.page.setHidden(false);
+    await clock.advance(100);
+    assert.deepEqual(a.seen.at(-1), aBefore, "a keeps its newer map");
+    if (down) {
+      // And it tells the outage b reads through, with b's wait.
+      assert.equal(a.errors.length, 1);
+      assert.equal(a.errors[0].code, "idp_unavailable");
+      assert.ok(a.errors[0].retryInMs! > 100_000, `${a.errors[0].retryInMs}`);
+      down = false;
+    } else {
+      release();
+      hold = null;
+    }
+    // Once b has read on, a follows again, never older than before.
+    await clock.advance(150_000);
+    const last = a.seen.at(-1)!;
+    assert.deepEqual(
+      last.ids,
+      [...server.state().keys()].sort((x, y) => x - y),
+    );
+    for (const map of a.seen.slice(a.seen.indexOf(aBefore))) {
+      assert.ok(Math.max(...map.ids) >= Math.max(...aBefore.ids));
+    }
+    a.kit.dispose();
+    b.kit.dispose();
+  });
+}
+
+Deno.test("PresenceKit.watch tabs: a polling tab hidden mid-read, shown and given the lock again before that read lands, does not hand another tab its older map (kit3 F1 c)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(50);
+  let hold: Promise<void> | null = null;
+  const api = async (call: Call): Promise<Reply> => {
+    const answer = server.reply(call);
+    if (hold && call.name === "presence") await hold;
+    return answer;
+  };
+  const a = watchingTab(bus, locks, clock, api);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, api);
+  await clock.advance(10_000);
+  let release = () => {};
+  hold = new Promise((r) => (release = r));
+  await clock.advance(10_000); // a's read is answered slowly
+  hold = null;
+  a.page.setHidden(true); // b takes the lock and reads at once
+  await clock.advance(3_000);
+  const bNewest = b.seen.at(-1)!;
+  b.page.setHidden(true);
+  await clock.advance(0);
+  a.page.setHidden(false); // a leads again, its old read still on its way
+  await clock.advance(0);
+  release();
+  await clock.advance(0);
+  b.page.setHidden(false); // b asks a
+  await clock.advance(0);
+  const bAfter = b.seen.at(-1)!;
+  assert.ok(
+    Math.max(...bAfter.ids) >= Math.max(...bNewest.ids),
+    "b's map went back",
+  );
+  a.kit.dispose();
+  b.kit.dispose();
+});
+
+Deno.test("PresenceKit.watch tabs: a following tab that polls for itself waits out the Retry-After it is told, and a tab shown during the polling tab's backoff reports the outage at once (kit3 F3)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(20);
+  let down = false;
+  const api = (call: Call): Reply =>
+    down && call.name === "presence"
+      ? {
+        status: 503,
+        body: { code: "idp_unavailable", error: "down" },
+        headers: { "retry-after": "300" },
+      }
+      : server.reply(call);
+  const a = watchingTab(bus, locks, clock, api);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, api);
+  await clock.advance(10_000);
+  b.page.setHidden(true);
+  down = true;
+  await clock.advance(10_000); // a's read fails: 503, Retry-After 300
+  assert.equal(a.errors.length, 1);
+  b.page.setHidden(false); // shown while a waits out the 300 s
+  await clock.advance(100);
+  assert.equal(b.errors.length, 1, "b reports the outage at once");
+  assert.ok(b.errors[0].retryInMs! > 250_000, `${b.errors[0].retryInMs}`);
+  const bReads = b.reads().length;
+  await clock.advance(270_000);
+  assert.ok(
+    b.reads().length - bReads <= 1,
+    `b read ${b.reads().length - bReads} times through a Retry-After of 300 s`,
+  );
+  a.kit.dispose();
+  b.kit.dispose();
 });
