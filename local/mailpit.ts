@@ -111,7 +111,7 @@ export function mailpitApi(
     }
     const message = /^\/api\/v1\/message\/([^/]+)(\/headers)?\/?$/.exec(path);
     if (message && req.method === "GET") {
-      const mail = _find(api, decodeURIComponent(message[1]), url);
+      const mail = _find(api, _decoded(message[1]), url);
       if (!mail) return _notFound();
       if (message[2]) return Response.json(_headers(api, mail));
       read.add(mail.id);
@@ -119,7 +119,7 @@ export function mailpitApi(
     }
     const view = /^\/view\/([^/]+?)(\.html|\.txt)?$/.exec(path);
     if (view && req.method === "GET") {
-      const mail = _find(api, decodeURIComponent(view[1]), url);
+      const mail = _find(api, _decoded(view[1]), url);
       if (!view[2]) {
         return Response.redirect(
           mail ? `${inboxUrl}${mail.id}` : inboxUrl,
@@ -244,6 +244,16 @@ function _headers(api: _Api, mail: Mail): Record<string, string[]> {
     Subject: [mail.subject],
     To: [mail.to],
   };
+}
+
+// A message id from the path; a bad escape (`%zz`) is an id no message
+// has (Mailpit answers 404), not an error.
+function _decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return "";
+  }
 }
 
 function _find(api: _Api, id: string, url: URL): Mail | undefined {

@@ -110,6 +110,10 @@ Deno.test("mailpitApi: a message by ID or latest (of a query) marks it read; hea
   const empty = await call("/api/v1/message/latest?query=to%3Anobody");
   assert.equal(empty.status, 404);
   await empty.body?.cancel();
+  // A bad escape is an id no message has, as in Mailpit: 404, not a 500.
+  const garbled = await call("/api/v1/message/%zz");
+  assert.equal(garbled.status, 404);
+  await garbled.body?.cancel();
 });
 
 Deno.test("mailpitApi: PUT /api/v1/messages marks the IDs given, a search's matches, or every message read or unread", async () => {
@@ -173,6 +177,9 @@ Deno.test("mailpitApi: /view/<ID>.html and .txt (and latest) answer the message'
   const missing = await call(`/view/${crypto.randomUUID()}.html`);
   assert.equal(missing.status, 404);
   assert.equal(await missing.text(), "Message not found");
+  const garbled = await call("/view/%E0%A4%A.html");
+  assert.equal(garbled.status, 404);
+  await garbled.body?.cancel();
 });
 
 Deno.test("mailpitApi: Mailpit's web pages redirect to the inbox page; health checks answer ok; other API paths are 404", async () => {

@@ -266,9 +266,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const apiUrl = `http://${host}:${apiPort}`;
 
     const inbox = new Inbox(
+      // The kind of mail, never its subject: a project's template may put
+      // the code in it (`{{ .Token }}`), and the log is kept on disk.
       (mail) =>
         log(
-          `Mail "${mail.subject}" to ${mail.to}: open ${apiUrl}/inbox/${mail.id}`,
+          `Mail (${mail.type}) to ${mail.to}: open ${apiUrl}/inbox/${mail.id}`,
         ),
       { templates: config.emailTemplates, siteUrl: config.siteUrl },
     );

@@ -78,9 +78,12 @@ try {
 } catch (error) {
   // One line that says what failed and what to do; the stack trace helps
   // nobody who typed npm start.
-  console.error(`npm start failed: ${_line(error)}`);
-  // The output behind it (the CLI's, credentials removed) goes to the log
-  // file only.
+  const failed = `npm start failed: ${_line(error)}`;
+  console.error(failed);
+  // In the log file too (where it was opened: a failure before, such as a
+  // flag it does not know, has none), with the output behind it (the CLI's,
+  // credentials removed), which goes to the log file only.
+  logOnly(failed);
   if (error instanceof StartError && error.detail) logOnly(error.detail);
   Deno.exit(1);
 }

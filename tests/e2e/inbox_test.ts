@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { Inbox } from "../../local/auth/mailer.ts";
 import { supabaseCli } from "../../local/migrate.ts";
-import { authConfig } from "../../local/stack.ts";
+import { authConfig, startStack } from "../../local/stack.ts";
+import { createClient } from "@supabase/supabase-js";
 import { StartError } from "../../local/start_error.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { follow, mails as inboxMails } from "../support/inbox.ts";
@@ -221,6 +222,47 @@ e2eTest(
     );
     assert.equal(honoured.signupEnabled, false);
     assert.equal(honoured.minPasswordLength, 12);
+  },
+);
+
+e2eTest(
+  "the stack's log names a mail's kind, recipient and inbox link, never its subject, where a project's template may put the code ({{ .Token }})",
+  async () => {
+    const lines: string[] = [];
+    const own = await startStack({
+      apiPort: 0,
+      dataDir: null,
+      seed: false,
+      authConfig: authConfig(
+        `[auth.email.template.magic_link]\nsubject = "Your code is {{ .Token }}"\n`,
+      ),
+      log: (line) => lines.push(line),
+    });
+    try {
+      const email = `code-${crypto.randomUUID().slice(0, 8)}@test.local`;
+      const client = createClient(own.apiUrl, own.anonKey, {
+        auth: { persistSession: false, autoRefreshToken: false },
+      });
+      assert.equal(
+        (await client.auth.signUp({ email, password: "secret123" })).error,
+        null,
+      );
+      const otp = await client.auth.signInWithOtp({ email });
+      assert.equal(otp.error, null);
+      const [mail] = own.inbox.list().filter((m) =>
+        m.to === email &&
+        m.type === "magiclink"
+      );
+      assert.ok(mail, "the magic link was mailed");
+      assert.equal(mail.subject, `Your code is ${mail.otp}`);
+      const logged = lines.filter((l) => l.includes(email));
+      assert.deepEqual(logged, [
+        `Mail (magiclink) to ${email}: open ${own.apiUrl}/inbox/${mail.id}`,
+      ]);
+      assert.ok(!lines.join("\n").includes(mail.otp));
+    } finally {
+      await own.close();
+    }
   },
 );
 

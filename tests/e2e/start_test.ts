@@ -248,7 +248,7 @@ async function run(script: string, extra: string[]): Promise<{
 }
 
 e2eTest(
-  "npm start: a second stack on the same data folder is refused naming the first; npm run status prints the running one's URLs and keys; its lines are in <data dir>/logs/stack.log",
+  "npm start: a second stack on the same data folder is refused naming the first; npm run status prints the running one's URLs and keys; its lines, and the refused one's failure, are in <data dir>/logs/stack.log",
   async () => {
     const running = await start(args());
     try {
@@ -265,6 +265,10 @@ e2eTest(
       assert.ok(status.out.includes(`Inbox: ${running.apiUrl}/inbox/`));
       const log = await Deno.readTextFile(`${dataDir}/logs/stack.log`);
       assert.ok(log.includes(`Serving the API on ${running.apiUrl}`), log);
+      assert.ok(
+        log.includes("npm start failed: The data folder"),
+        "the second one's failure is in the log too",
+      );
     } finally {
       assert.equal((await stop(running)).code, 0);
     }
