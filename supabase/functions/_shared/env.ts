@@ -103,6 +103,14 @@ export interface FunctionEnv {
    * `PRESENCE_AWAY_AFTER_S`.
    */
   readonly presenceOfflineAfterS: number;
+  /**
+   * `PRESENCE_LOG_LEVEL`: the lowest level of the line each request writes
+   * (`http.ts`). `"info"` (default): every request; `"warn"`: refusals the
+   * function watches, 503s and failures only, for a busy project whose
+   * platform already logs each invocation. The functions' own warnings and
+   * errors are always written.
+   */
+  readonly logLevel: "info" | "warn";
 }
 
 /**
@@ -122,6 +130,7 @@ export const FUNCTION_SETTINGS = [
   "PRESENCE_TOKEN_ISSUER",
   "PRESENCE_AWAY_AFTER_S",
   "PRESENCE_OFFLINE_AFTER_S",
+  "PRESENCE_LOG_LEVEL",
 ] as const;
 
 /** The process environment, as the deployed functions read it. */
@@ -152,6 +161,7 @@ const _SETTINGS = {
   }),
   PRESENCE_AWAY_AFTER_S: _int(1, 86_400, 300),
   PRESENCE_OFFLINE_AFTER_S: _int(2, 86_400, 900),
+  PRESENCE_LOG_LEVEL: z.enum(["info", "warn"]).default("info"),
 } as const;
 
 // Settings that only make sense together: `away` must come before `offline`,
@@ -296,7 +306,9 @@ export function readEnv(get: EnvSource): FunctionEnv {
     Object.fromEntries(
       Object.keys(_SETTINGS).map((name) => [
         name,
-        name === "PRESENCE_VERIFY" ? value(name)?.toLowerCase() : value(name),
+        name === "PRESENCE_VERIFY" || name === "PRESENCE_LOG_LEVEL"
+          ? value(name)?.toLowerCase()
+          : value(name),
       ]),
     ),
   );
@@ -353,6 +365,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
     tokenIssuer: s.PRESENCE_TOKEN_ISSUER ??
       `${supabaseUrl.replace(/\/+$/, "")}/auth/v1`,
     presenceAwayAfterS: s.PRESENCE_AWAY_AFTER_S,
+    logLevel: s.PRESENCE_LOG_LEVEL,
     presenceOfflineAfterS: s.PRESENCE_OFFLINE_AFTER_S,
   };
 }

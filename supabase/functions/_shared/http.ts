@@ -79,6 +79,8 @@ export function createFunction(
       let reason: unknown;
       let cause: string | undefined;
       let extra: Record<string, unknown> = {};
+      // The environment's PRESENCE_LOG_LEVEL, once read.
+      let lowest: "info" | "warn" = "info";
       try {
         if (
           req.method === "OPTIONS" &&
@@ -90,7 +92,9 @@ export function createFunction(
             headers: { Allow: "POST, OPTIONS" },
           });
         } else {
-          response = await work(req, { env: readEnv(env), requestId });
+          const read = readEnv(env);
+          lowest = read.logLevel;
+          response = await work(req, { env: read, requestId });
         }
       } catch (thrown) {
         const error = _answerFor(thrown);
@@ -113,8 +117,12 @@ export function createFunction(
         }
       }
       const status = response.status;
+      const level = code === "client_closed"
+        ? "info"
+        : _levelOf(status, options);
+      if (level === "info" && lowest !== "info") return response;
       logEvent(
-        code === "client_closed" ? "info" : _levelOf(status, options),
+        level,
         "Request handled",
         {
           fn: name,

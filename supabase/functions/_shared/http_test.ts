@@ -432,3 +432,41 @@ Deno.test("createFunction: one line per request, its level by the status (500 er
   });
   assert.deepEqual([invalid.level, invalid.status], ["info", 400]);
 });
+
+Deno.test("createFunction: PRESENCE_LOG_LEVEL=warn drops the info lines (answered requests, routine refusals) and keeps the rest; another value is invalid_env", async () => {
+  const quiet = (n: string) => n === "PRESENCE_LOG_LEVEL" ? " WARN " : env[n];
+  const answering = (thrown?: unknown, options = {}) =>
+    logged(() =>
+      createFunction(
+        "t",
+        quiet,
+        () =>
+          thrown === undefined
+            ? Promise.resolve(new Response("ok"))
+            : Promise.reject(thrown),
+        options,
+      )(new Request("http://x/", { method: "POST" }))
+    );
+  assert.deepEqual(await answering(), []);
+  assert.deepEqual(await answering(new HttpError("invalid_token")), []);
+  const watched = await answering(new HttpError("admin_required"), {
+    refusalsAt: "warn",
+  });
+  assert.deepEqual(watched.map((l) => [l.level, l.status]), [["warn", 403]]);
+  const down = await answering(new HttpError("idp_unavailable"));
+  assert.deepEqual(down.map((l) => [l.level, l.status]), [["warn", 503]]);
+  const failed = await answering(new Error("boom"));
+  assert.deepEqual(failed.map((l) => [l.level, l.status]), [["error", 500]]);
+  const bad = await logged(async () => {
+    const res = await createFunction(
+      "t",
+      (n) => n === "PRESENCE_LOG_LEVEL" ? "debug" : env[n],
+      () => Promise.resolve(new Response("ok")),
+    )(new Request("http://x/", { method: "POST" }));
+    assert.equal(res.status, 500);
+    assert.deepEqual(Object.keys((await res.json()).invalid), [
+      "PRESENCE_LOG_LEVEL",
+    ]);
+  });
+  assert.equal(bad[0].code, "invalid_env");
+});
