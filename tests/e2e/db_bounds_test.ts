@@ -152,6 +152,7 @@ withOneConnection(
     const early = await view(100)`insert into t values (${1})`
       .then(() => null, (e) => e);
     assert.equal(early?.code, "57014");
+    assert.match(early.message, /no connection of the pool \(DB_POOL_MAX\)/);
     assert.equal(asDbTimeout(early)?.status, 503);
     await slow;
     await view(5_000)`insert into t values (${2})`;
@@ -314,6 +315,11 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       assert.ok(error instanceof postgres.PostgresError, String(error));
       assert.equal(error.code, "57014");
       assert.equal(asDbTimeout(error)?.status, 503);
+      // The server words it as a user's cancel; the log says whose.
+      assert.equal(
+        error.message,
+        "canceling statement due to user request (cancelled by the function at DB_STATEMENT_TIMEOUT_MS, 300 ms)",
+      );
       const [{ sleeping }] = await raw`
         select count(*)::int as sleeping from pg_stat_activity
         where query like 'select pg_sleep(30)%' and state = 'active'`;

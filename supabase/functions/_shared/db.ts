@@ -639,6 +639,15 @@ interface _Link {
 const _NO_RESERVE =
   "reserve() is not offered by the functions' pool: use begin() for work that needs one connection";
 
+// What the log line says of a statement the bounds gave up on: what most
+// likely held it, and the setting that bounds it.
+const _NOT_STARTED =
+  "statement not started in time: no connection of the pool (DB_POOL_MAX) came free, or the database was not reached, within DB_STATEMENT_TIMEOUT_MS";
+const _NO_PLACE =
+  "no connection in time: every connection of the pool (DB_POOL_MAX) stayed busy for DB_STATEMENT_TIMEOUT_MS";
+const _NOT_ANSWERED =
+  "statement not answered after its cancel (a transaction pooler waiting for a database connection, or a lost link)";
+
 // The error of a statement or transaction that got no
 // connection or was cancelled before its answer: 57014, as the server's
 // own cancel, so that it answers 503 db_timeout (asDbTimeout).
@@ -663,7 +672,7 @@ function _admitted(
     const late = () => {
       if (!place.withdraw()) return;
       done();
-      reject(_cancelled("no connection in time"));
+      reject(_cancelled(_NO_PLACE));
     };
     const done = () => {
       clearTimeout(timeout);
@@ -720,7 +729,7 @@ function _bound(
       const stop = () => {
         // Still waiting for a place: it never runs.
         if (place?.withdraw()) {
-          settle(reject)(_cancelled("statement not started in time"));
+          settle(reject)(_cancelled(_NOT_STARTED));
           return;
         }
         // Running on a connection: the server cancels it, and the query
@@ -737,14 +746,13 @@ function _bound(
           // would queue behind it on the same connection).
           if (timer && bounds.giveUpAfterCancel) {
             grace = setTimeout(
-              () =>
-                reject(_cancelled("statement not answered after its cancel")),
+              () => reject(_cancelled(_NOT_ANSWERED)),
               CANCEL_GRACE_MS,
             );
           }
           return;
         }
-        reject(_cancelled("statement not started in time"));
+        reject(_cancelled(_NOT_STARTED));
         // Given up after a minute: a statement that has not run by then
         // never will (its connection is gone). The system clock, not the
         // handler's: this bounds a real timer's polling, no rule of the API.
@@ -763,7 +771,7 @@ function _bound(
       };
       // Abandoned before it was awaited: it never runs.
       if (bounds.signal?.aborted) {
-        reject(_cancelled("statement not started in time"));
+        reject(_cancelled(_NOT_STARTED));
         return;
       }
       // postgres.js refuses an `undefined` value only once the statement
@@ -776,7 +784,13 @@ function _bound(
         reject(_coded("UNDEFINED_VALUE", "Undefined values are not allowed"));
         return;
       }
-      const timeout = timer ? setTimeout(stop, bounds.timeoutMs) : undefined;
+      let timedOut = false;
+      const timeout = timer
+        ? setTimeout(() => {
+          timedOut = true;
+          stop();
+        }, bounds.timeoutMs)
+        : undefined;
       bounds.signal?.addEventListener("abort", stop, { once: true });
       // postgres.js rejects a statement it could not build or read (an
       // `undefined` parameter, a row it cannot parse, a bare BEGIN) before
@@ -820,6 +834,12 @@ function _bound(
       }
       const failed = (error: unknown) => {
         if (!refused) place?.leave();
+        // The server words the cancel this timer sent as a user's
+        // ("canceling statement due to user request"): the log says whose.
+        if (timedOut && isDbError(error) && error.code === "57014") {
+          error.message +=
+            ` (cancelled by the function at DB_STATEMENT_TIMEOUT_MS, ${bounds.timeoutMs} ms)`;
+        }
         if (link && _isConnectionError(error)) link.lost = true;
         settle(reject)(error);
       };

@@ -147,7 +147,17 @@ export class KeySets {
       return claims;
     } catch (error) {
       if (error instanceof errors.JWKSTimeout || error instanceof TypeError) {
-        throw providerUnavailable(error);
+        // Named for the log: fetch's own words ("fetch failed") say neither
+        // what was fetched nor why.
+        const why = (error as Error).cause;
+        throw providerUnavailable(
+          new Error(
+            `key set not fetched from ${env.supabaseUrl}/auth/v1/.well-known/jwks.json: ${
+              (error as Error).message
+            }${why instanceof Error ? ` (${why.message})` : ""}`,
+            { cause: error },
+          ),
+        );
       }
       return null;
     }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { readEnv } from "./env.ts";
+import { HttpError } from "./errors.ts";
 import { JWKS_MAX_AGE_MS, KeySets } from "./jwt_local.ts";
 
 const SUB = "00000000-0000-4000-8000-000000000001";
@@ -157,4 +158,23 @@ Deno.test("KeySets: two instances share neither key sets nor verified tokens", a
   } finally {
     await jwks.close();
   }
+});
+
+Deno.test("KeySets.verify: Auth's key set out of reach is 503 idp_unavailable whose cause names what was fetched from where (not fetch's bare 'fetch failed')", async () => {
+  const jwks = await jwksServer();
+  const token = await jwks.token("any", Math.floor(Date.now() / 1000) + 60);
+  await jwks.close();
+  const keys = new KeySets(Date.now);
+  const refused = await keys.verify(token, jwks.env).then(
+    () => assert.fail("verified without a key set"),
+    (e) => e,
+  );
+  assert.ok(refused instanceof HttpError);
+  assert.equal(refused.code, "idp_unavailable");
+  assert.match(
+    (refused.cause as Error).message,
+    new RegExp(
+      `^key set not fetched from ${jwks.env.supabaseUrl}/auth/v1/\\.well-known/jwks\\.json: `,
+    ),
+  );
 });
