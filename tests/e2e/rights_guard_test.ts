@@ -60,7 +60,9 @@ async function setPassword(caller: TestUser, target: TestUser) {
     const lines = await logLines(async () => {
       res = await passwordUpdate(served.apiUrl, caller, target);
     });
-    const refusedRol = lines.filter((l) => l.includes('"rights_writable"'));
+    const refusedRol = lines.filter((l) =>
+      l.includes('"code":"rights_writable"')
+    );
     return { status: res.status, code: res.body.code, refusedRol };
   } finally {
     await served.close();
@@ -511,9 +513,16 @@ e2eTest(
         Array(8).fill([403, "admin_required"]),
       );
       assert.equal(
-        lines.filter((l) => l.includes('"rights_writable"')).length,
+        lines.filter((l) => l.includes('"code":"rights_writable"')).length,
         1,
         "one check, its answer shared by the burst",
+      );
+      // Each refusal's own line says why its rol counted for nothing.
+      const refused = lines.filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l)).filter((l) => l.fn === "auth-sync");
+      assert.deepEqual(
+        refused.map((l) => [l.level, l.status, l.rol_ignored]),
+        Array(8).fill(["warn", 403, "rights_writable"]),
       );
     } finally {
       await served.close();

@@ -10,7 +10,7 @@ import { ownsAddress } from "./email_proof.ts";
 import type { FunctionEnv } from "./env.ts";
 import { HttpError } from "./errors.ts";
 import { Kept } from "./kept.ts";
-import { logEvent } from "./log.ts";
+import { logEvent, noteOnRequest } from "./log.ts";
 import type { MatchedRow } from "./match_user.ts";
 
 /** `rol` values that grant administrator rights (compared trimmed, lower-cased). */
@@ -202,6 +202,9 @@ export async function adminGround(
   if (row !== null && row.level === "auth_user_id" && isAdminRole(row.rol)) {
     try {
       byRol = (await policy.rolWritableBy()).length === 0;
+      // On the request's line: why an administrator's rol counted for
+      // nothing (the rights check's own line comes once a minute).
+      if (!byRol) noteOnRequest({ rol_ignored: "rights_writable" });
     } catch (error) {
       unknown = { error };
     }

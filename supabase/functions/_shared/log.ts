@@ -50,16 +50,36 @@ export function noteOnRequest(fields: Record<string, unknown>): void {
   if (request) Object.assign(request.notes, fields);
 }
 
+// The names under which a secret value is written: a password, Auth's
+// tokens (a refresh token, an email link's `token`, a PKCE verifier) and
+// keys. A password or secret under any prefix (`new_password`,
+// `client_secret`); the token names whole (`invalid_token` is a code).
+const _SECRET_KEYS =
+  "(?:password|secret|\\b(?:refresh_token|access_token|token|token_hash|code_verifier|apikey|api_key))";
+
 // JWTs (access tokens, anon and service keys), Supabase's opaque API keys and
 // credentials inside connection strings.
 const _SECRET_PATTERNS: [RegExp, string][] = [
   [/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*/g, "[redacted]"],
-  [/sb_(secret|publishable)_[A-Za-z0-9_-]+/g, "[redacted]"],
-  [/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi, "$1[redacted]@"],
-  // A password value follows a key and `=` or `:` (`password=…`,
-  // `"password":"…"`); prose such as Auth's "Password should be at least
-  // 6 characters." has neither and stays as it is.
-  [/(password["']?\s*[=:]\s*["']?)[^\s,"'}&]+/gi, "$1[redacted]"],
+  [/sb_(secret|publishable)_[^\s"',&]+/g, "[redacted]"],
+  // Everything up to a URL's last `@` before a space: a password may hold
+  // `@` or `/` (typed without percent-encoding). More is removed than the
+  // credentials where a URL's path holds an `@`: no loss for a log.
+  [/([a-z][a-z0-9+.-]*:\/\/)[^\s]*@/gi, "$1[redacted]@"],
+  // A secret value follows its key and `=` or `:` (`password=…`,
+  // `"refresh_token":"…"`); prose such as Auth's "Password should be at
+  // least 6 characters." has neither and stays as it is. A JSON string is
+  // removed to its closing quote, escaped quotes included; a `key=value`
+  // to the next space or `&`.
+  [
+    new RegExp(`("\\w*${_SECRET_KEYS}"\\s*:\\s*")(?:[^"\\\\]|\\\\.)*`, "gi"),
+    "$1[redacted]",
+  ],
+  [new RegExp(`(${_SECRET_KEYS}\\s*=\\s*)[^\\s&]+`, "gi"), "$1[redacted]"],
+  [
+    new RegExp(`(${_SECRET_KEYS}["']?\\s*:\\s*["']?)[^\\s,"'}&]+`, "gi"),
+    "$1[redacted]",
+  ],
 ];
 
 /**
@@ -79,6 +99,22 @@ export function redact(text: string): string {
   return out;
 }
 
+// `value` with every string in it redacted, however deep (arrays, plain
+// objects); anything else as it is.
+function _redacted(value: unknown): unknown {
+  if (typeof value === "string") return redact(value);
+  if (Array.isArray(value)) return value.map(_redacted);
+  if (
+    value !== null && typeof value === "object" &&
+    Object.getPrototypeOf(value) === Object.prototype
+  ) {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, _redacted(v)]),
+    );
+  }
+  return value;
+}
+
 /** The message of an unknown thrown value, redacted. */
 export function errorText(error: unknown): string {
   if (error instanceof Error) return redact(error.message);
@@ -87,7 +123,8 @@ export function errorText(error: unknown): string {
 
 /**
  * Writes one structured log line, with the `request_id` of the request it
- * is written for ({@linkcode forRequest}). Every string field is redacted.
+ * is written for ({@linkcode forRequest}). Every string in its fields is
+ * redacted, however deep.
  *
  * @example
  * ```ts
@@ -103,7 +140,7 @@ export function logEvent(
   const requestId = _request.getStore()?.id;
   if (requestId !== undefined) line.request_id = requestId;
   for (const [key, value] of Object.entries(fields)) {
-    line[key] = typeof value === "string" ? redact(value) : value;
+    line[key] = _redacted(value);
   }
   const text = JSON.stringify(line);
   if (level === "error") console.error(text);

@@ -68,3 +68,46 @@ Deno.test("forRequest: every line written under it, however deep and after await
     { level: "info", msg: "outside" },
   ]);
 });
+
+Deno.test("redact: credentials with @, / or a space in a URL, escaped quotes and commas in a password, Auth's tokens and PKCE verifier, and strings deep in a field are removed (logs L3)", () => {
+  const cases: [string, string][] = [
+    [
+      "postgresql://postgres:p@ssw0rd@db.ref.supabase.co:5432/postgres",
+      "ssw0rd",
+    ],
+    ["postgresql://postgres:pa/ss@db:5432/postgres", "pa/ss"],
+    ['{"password":"ab\\"cd,ef"}', "cd,ef"],
+    ["password=hunter2,tail", "tail"],
+    ["grant_type=refresh_token&refresh_token=r3fr3sh", "r3fr3sh"],
+    ['{"refresh_token":"r3fr3sh","token_type":"bearer"}', "r3fr3sh"],
+    ["/auth/v1/verify?token=pkce_0123abc&type=signup", "pkce_0123abc"],
+    ['{"code_verifier":"v3rifier-xyz"}', "v3rifier-xyz"],
+    ["apikey=sb_secret_abc/def+ghi", "def+ghi"],
+  ];
+  for (const [text, secret] of cases) {
+    const out = redact(text);
+    assert.ok(!out.includes(secret), `${text} -> ${out}`);
+  }
+  // What is not a secret stays.
+  assert.equal(
+    redact('{"token_type":"bearer","code":"invalid_token"}'),
+    '{"token_type":"bearer","code":"invalid_token"}',
+  );
+  const lines: string[] = [];
+  const saved = console.log;
+  console.log = (line: string) => lines.push(line);
+  try {
+    logEvent("info", "deep", {
+      list: ["postgresql://u:s3cret@h/db"],
+      nested: { password: "x", url: "https://u:s3cret@h" },
+    });
+  } finally {
+    console.log = saved;
+  }
+  assert.ok(!lines[0].includes("s3cret"), lines[0]);
+});
+
+Deno.test("redact: a prefixed password key in JSON is removed to its closing quote", () => {
+  const out = redact('{"new_password":"a\\"b,c d"}');
+  assert.equal(out, '{"new_password":"[redacted]"}');
+});
