@@ -2011,6 +2011,29 @@ function changingServer(size: number) {
   };
 }
 
+/**
+ * `reply` (a fake API), with the answers of the presence reads sent while
+ * `hold()` is on kept back until its `release()` (a phone's slow network);
+ * `hold()` again after `stop()` starts another round.
+ */
+function slowAnswers(reply: (call: Call) => Reply | Promise<Reply>) {
+  let held: Promise<void> | null = null;
+  return {
+    api: async (call: Call): Promise<Reply> => {
+      const answer = await reply(call);
+      const wait = call.name === "presence" ? held : null;
+      if (wait) await wait;
+      return answer;
+    },
+    /** Reads sent from now on are answered only at `release()`. */
+    hold() {
+      let release = () => {};
+      held = new Promise((r) => (release = r));
+      return { release, stop: () => (held = null) };
+    },
+  };
+}
+
 /** A bus that also counts what it delivers. */
 function countingBus() {
   const bus = new FakeBus();
@@ -2062,20 +2085,14 @@ Deno.test("PresenceKit.watch tabs: a polling tab hidden while its poll is on its
   const { bus, posted } = countingBus();
   const locks = new FakeLocks(), clock = new FakeClock();
   const server = changingServer(200);
-  let hold: Promise<void> | null = null;
-  const slow = async (call: Call) => {
-    const answer = server.reply(call);
-    if (hold && call.name === "presence") await hold;
-    return answer;
-  };
-  const a = watchingTab(bus, locks, clock, slow);
+  const slow = slowAnswers(server.reply);
+  const a = watchingTab(bus, locks, clock, slow.api);
   await clock.advance(0);
-  const b = watchingTab(bus, locks, clock, slow);
+  const b = watchingTab(bus, locks, clock, slow.api);
   await clock.advance(10_000);
-  let release = () => {};
-  hold = new Promise((r) => (release = r));
+  const { release, stop } = slow.hold();
   await clock.advance(10_000); // a's poll is read; its answer is slow
-  hold = null;
+  stop();
   a.page.setHidden(true); // b polls now, from the cursor both hold
   await clock.advance(0);
   release(); // a's answer lands after a let go
@@ -2465,23 +2482,19 @@ for (
   Deno.test(`PresenceKit.watch tabs: a tab whose window is restored is never handed an older whole map than its own, by a tab that took the lock with an older map while ${how} (kit3 F1)`, async () => {
     const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
     const server = changingServer(50);
-    let hold: Promise<void> | null = null;
     let down = false;
-    const api = async (call: Call): Promise<Reply> => {
-      if (down && call.name === "presence") {
-        return {
+    const slow = slowAnswers((call) =>
+      down && call.name === "presence"
+        ? {
           status: 503,
           body: { code: "idp_unavailable", error: "down" },
           headers: { "retry-after": "120" },
-        };
-      }
-      const answer = server.reply(call);
-      if (hold && call.name === "presence") await hold;
-      return answer;
-    };
-    const a = watchingTab(bus, locks, clock, api);
+        }
+        : server.reply(call)
+    );
+    const a = watchingTab(bus, locks, clock, slow.api);
     await clock.advance(0);
-    const b = watchingTab(bus, locks, clock, api);
+    const b = watchingTab(bus, locks, clock, slow.api);
     await clock.advance(10_000);
     // b's window shows another site for a minute; a reads on.
     b.page.setHidden(true);
@@ -2493,10 +2506,9 @@ for (
     // and reads from its old cursor, slowly or failing.
     a.page.setHidden(true);
     await clock.advance(0);
-    let release = () => {};
-    if (how.includes("on its way")) {
-      hold = new Promise((r) => (release = r));
-    } else down = true;
+    let held = { release: () => {}, stop: () => {} };
+    if (how.includes("on its way")) held = slow.hold();
+    else down = true;
     b.page.setHidden(false);
     await clock.advance(0);
     // a's window is restored meanwhile: it asks b.
@@ -2510,8 +2522,8 @@ for (
       assert.ok(a.errors[0].retryInMs! > 100_000, `${a.errors[0].retryInMs}`);
       down = false;
     } else {
-      release();
-      hold = null;
+      held.release();
+      held.stop();
     }
     // Once b has read on, a follows again, never older than before.
     await clock.advance(150_000);
@@ -2530,21 +2542,14 @@ for (
 
 Deno.test("PresenceKit.watch tabs: a polling tab hidden mid-read, shown and given the lock again before that read lands, does not hand another tab its older map (kit3 F1 c)", async () => {
   const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
-  const server = changingServer(50);
-  let hold: Promise<void> | null = null;
-  const api = async (call: Call): Promise<Reply> => {
-    const answer = server.reply(call);
-    if (hold && call.name === "presence") await hold;
-    return answer;
-  };
-  const a = watchingTab(bus, locks, clock, api);
+  const slow = slowAnswers(changingServer(50).reply);
+  const a = watchingTab(bus, locks, clock, slow.api);
   await clock.advance(0);
-  const b = watchingTab(bus, locks, clock, api);
+  const b = watchingTab(bus, locks, clock, slow.api);
   await clock.advance(10_000);
-  let release = () => {};
-  hold = new Promise((r) => (release = r));
+  const { release, stop } = slow.hold();
   await clock.advance(10_000); // a's read is answered slowly
-  hold = null;
+  stop();
   a.page.setHidden(true); // b takes the lock and reads at once
   await clock.advance(3_000);
   const bNewest = b.seen.at(-1)!;
