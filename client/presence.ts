@@ -1487,9 +1487,11 @@ export class PresenceKit {
     if (!w.stopped && !this.#page.hidden()) {
       if (this.#polls(w)) {
         w.timer = this.#clock.setTimeout(() => void this.#poll(w), wait);
+      } else {
         // A poll of its own (the watchdog's) waits as that poll was told
         // (a Retry-After, its backoff) before the next.
-      } else this.#watchdog(w, wait);
+        this.#watchdog(w, wait);
+      }
     }
   }
 
@@ -1719,10 +1721,12 @@ export class PresenceKit {
       removed: changes ? changes.removed : [],
       resync: changes === null,
       asOf: w.asOf,
-      ...(w.lastFailure && {
+      // Its failure while it still waits to try again (one from a turn it
+      // held before is over).
+      ...(w.lastFailure && w.lastFailure.until > this.#elapsed() && {
         error: {
           ...w.lastFailure.error,
-          retryInMs: Math.max(0, w.lastFailure.until - this.#elapsed()),
+          retryInMs: w.lastFailure.until - this.#elapsed(),
         },
       }),
     });
@@ -2056,7 +2060,6 @@ async function _answerOf(res: Response): Promise<_Answer> {
   };
 }
 
-// What a call that got no answer (a network failure, the deadline) counts as.
 // The API's `server_time` of an answer, ms since the epoch; `null` when it
 // has none (an older API) or it does not parse.
 function _serverTime(body: Record<string, unknown>): number | null {
@@ -2066,6 +2069,7 @@ function _serverTime(body: Record<string, unknown>): number | null {
   return Number.isFinite(at) ? at : null;
 }
 
+// What a call that got no answer (a network failure, the deadline) counts as.
 function _noAnswer(error: unknown): _Answer {
   return {
     status: 0,
