@@ -1690,7 +1690,18 @@ export class PresenceKit {
         // open at top level), two tabs poll, and their reads, which go on
         // from different cursors, are never mixed.
         w.holder ??= m.tab;
-        if (m.tab !== w.holder) continue;
+        if (m.tab !== w.holder) {
+          // A read that goes on from this watcher's own cursor, or an
+          // answer to its own sync, is applied whoever sent it, and its
+          // sender followed from then on: a tab of an older kit (tabs open
+          // across a deploy) takes the lock without a `lead`, and answers
+          // a sync that names another tab. Reads from other cursors stay
+          // unmixed.
+          if (m.to !== w.id && (m.from === null || m.from !== w.cursor)) {
+            continue;
+          }
+          w.holder = m.tab;
+        }
         this.#follow(w, m);
         // An answer that carries the polling tab's failure: reported here
         // too, and waited out with it.

@@ -2603,3 +2603,38 @@ Deno.test("PresenceKit.watch tabs: a following tab that polls for itself waits o
   a.kit.dispose();
   b.kit.dispose();
 });
+
+Deno.test("PresenceKit.watch tabs: when a tab of an older kit (it posts no lead: tabs open across a deploy) takes the lock, the others apply its reads that go on from their cursor and follow it, instead of waiting out their watchdog and polling for themselves (kit3 F2)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(30);
+  // An older kit's tab: everything it posts but a `lead`, which it has not.
+  const olderBus = {
+    channel(): TabChannel {
+      const inner = bus.channel();
+      return {
+        post: (m) => m.kind === "lead" ? undefined : inner.post(m),
+        onMessage: inner.onMessage,
+      };
+    },
+  } as unknown as FakeBus;
+  const a = watchingTab(bus, locks, clock, server.reply);
+  await clock.advance(0);
+  const older = watchingTab(olderBus, locks, clock, server.reply);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, server.reply);
+  await clock.advance(10_000);
+  assert.equal(b.reads().length, 0);
+  a.page.setHidden(true); // the older kit's tab, first in the queue, polls
+  await clock.advance(0);
+  const seenBefore = b.seen.length;
+  await clock.advance(10_000);
+  assert.ok(older.reads().length >= 1);
+  assert.ok(b.seen.length > seenBefore, "b applies the older tab's reads");
+  await clock.advance(60_000);
+  assert.equal(b.reads().length, 0, "and never polls for itself");
+  assert.deepEqual(
+    b.seen.at(-1)!.ids,
+    [...server.state().keys()].sort((x, y) => x - y),
+  );
+  for (const t of [a, older, b]) t.kit.dispose();
+});
