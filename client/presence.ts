@@ -1702,13 +1702,18 @@ export class PresenceKit {
           }
           w.holder = m.tab;
         }
-        this.#follow(w, m);
+        const taken = this.#follow(w, m);
         // An answer that carries the polling tab's failure: reported here
         // too, and waited out with it.
         if (m.error && m.to === w.id) {
           this.#emit("error", { ...m.error });
           this.#watchdog(w, m.error.retryInMs ?? 0);
-        } else this.#watchdog(w);
+        } else if (taken) this.#watchdog(w);
+        // A read it could not apply (missed, so asked again; or refused as
+        // older) does not wind the watchdog: if it never catches up (every
+        // map the polling tab has is older, the database's clock having
+        // gone back in a failover), it polls for itself after its
+        // intervals and goes on from what it reads.
       }
     }
   }
@@ -1746,9 +1751,11 @@ export class PresenceKit {
   // A read of the polling tab, applied as if this watcher had polled;
   // one that does not go on from this watcher's cursor (a read missed)
   // is not, the polling tab is asked for the changes since it instead.
-  #follow(w: _Watcher, m: TabRead): void {
+  // True when this watcher's map is as new as the read (applied, or had):
+  // only then does it wind the watchdog (see #heardWatch).
+  #follow(w: _Watcher, m: TabRead): boolean {
     // A second answer to its asking (it asked twice), or one it has.
-    if (m.to !== null && m.cursor === w.cursor) return;
+    if (m.to !== null && m.cursor === w.cursor) return true;
     if (!m.resync && m.from !== w.cursor) {
       this.#tell({
         kind: "sync",
@@ -1759,13 +1766,13 @@ export class PresenceKit {
         cursor: w.cursor,
         holder: w.holder,
       });
-      return;
+      return false;
     }
     // A whole map older than the one held (a tab that took the lock with
     // an older map, its first read still on its way or failing) is not
     // applied: the polling tab's next read leads here again.
     if (m.resync && m.asOf != null && w.asOf !== null && m.asOf < w.asOf) {
-      return;
+      return false;
     }
     const map = m.resync ? new Map<number, PresenceUser>() : new Map(w.users);
     for (const u of m.changed) map.set(u.id, u);
@@ -1781,6 +1788,7 @@ export class PresenceKit {
       removed: m.removed,
       resync: m.resync,
     });
+    return true;
   }
 
   // ---- plumbing ---------------------------------------------------------

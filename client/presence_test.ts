@@ -2638,3 +2638,33 @@ Deno.test("PresenceKit.watch tabs: when a tab of an older kit (it posts no lead:
   );
   for (const t of [a, older, b]) t.kit.dispose();
 });
+
+Deno.test("PresenceKit.watch tabs: after a failover whose database clock is behind (every map the polling tab has is older than a follower's), the follower does not freeze: it reads for itself within its watchdog and follows again (fresh4 M1)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(30);
+  let behindMs = 0, reset = false;
+  const api = (call: Call): Reply => {
+    if (call.name !== "presence") return server.reply(call);
+    // The failover: the cursor is not honoured (a whole map, resync) once.
+    const answer = reset
+      ? server.reply({ ...call, body: { ...call.body, cursor: undefined } })
+      : server.reply(call);
+    const body = answer.body as Record<string, unknown>;
+    if (reset) body.resync = true;
+    reset = false;
+    body.server_time = new Date(clock.now() - behindMs).toISOString();
+    return answer;
+  };
+  const a = watchingTab(bus, locks, clock, api);
+  await clock.advance(0);
+  const b = watchingTab(bus, locks, clock, api);
+  await clock.advance(30_000);
+  assert.deepEqual(b.seen.at(-1), a.seen.at(-1));
+  behindMs = 3_600_000;
+  reset = true;
+  await clock.advance(60_000);
+  assert.deepEqual(b.seen.at(-1)!.ids, a.seen.at(-1)!.ids, "b follows again");
+  assert.ok(b.reads().length <= 1, `b read ${b.reads().length} times`);
+  a.kit.dispose();
+  b.kit.dispose();
+});
