@@ -50,37 +50,54 @@ export function noteOnRequest(fields: Record<string, unknown>): void {
   if (request) Object.assign(request.notes, fields);
 }
 
-// The names under which a secret value is written: a password, Auth's
-// tokens (a refresh token, an email link's `token`, a PKCE verifier) and
-// keys. A password or secret under any prefix (`new_password`,
-// `client_secret`); the token names whole (`invalid_token` is a code).
-const _SECRET_KEYS =
-  "(?:password|secret|\\b(?:refresh_token|access_token|token|token_hash|code_verifier|apikey|api_key))";
+// The names under which a secret value is written, as the end of a key
+// (`password`, `new_password`, `client_secret`, `refresh_token`,
+// `confirmation_token`, an email link's `token`, `token_hash`, a PKCE
+// `code_verifier`, `apikey`). Matched from the start of a word only, so
+// that the scan stays linear on long text.
+const _SECRET_KEY = String
+  .raw`(?<!\w)\w*(?:password|secret|token|token_hash|code_verifier|apikey|api_key)`;
 
-// JWTs (access tokens, anon and service keys), Supabase's opaque API keys and
-// credentials inside connection strings.
+// A key's value quoted, escaped quotes included.
+const _QUOTED = String.raw`(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')`;
+
+// A URL's scheme, from the start of a word.
+const _SCHEME = String.raw`(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)`;
+
+// JWTs (access tokens, anon and service keys), Supabase's opaque API keys,
+// bearer tokens, credentials inside connection strings, and the values of
+// secret-named keys. Prose such as Auth's "Password should be at least 6
+// characters." or "invalid token: token is malformed" has no such key and
+// stays as it is.
 const _SECRET_PATTERNS: [RegExp, string][] = [
   [/eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.?[A-Za-z0-9_-]*/g, "[redacted]"],
-  [/sb_(secret|publishable)_[^\s"',&]+/g, "[redacted]"],
-  // Everything up to a URL's last `@` before a space: a password may hold
-  // `@` or `/` (typed without percent-encoding). More is removed than the
-  // credentials where a URL's path holds an `@`: no loss for a log.
-  [/([a-z][a-z0-9+.-]*:\/\/)[^\s]*@/gi, "$1[redacted]@"],
-  // A secret value follows its key and `=` or `:` (`password=…`,
-  // `"refresh_token":"…"`); prose such as Auth's "Password should be at
-  // least 6 characters." has neither and stays as it is. A JSON string is
-  // removed to its closing quote, escaped quotes included; a `key=value`
-  // to the next space or `&`.
+  [/sb_(secret|publishable)_[A-Za-z0-9_-]+/g, "[redacted]"],
+  [/(\bBearer\s+)[^\s"',]+/gi, "$1[redacted]"],
+  // A URL's `user:password@`, the password up to the last `@` of the line
+  // (typed with `@`, `/` or a space, not percent-encoded); then any other
+  // userinfo. Neither crosses a quote, so JSON text keeps its other fields.
+  [new RegExp(`${_SCHEME}[^\\s"/@]*:[^"\\n]*@`, "gi"), "$1[redacted]@"],
+  [new RegExp(`${_SCHEME}[^\\s"]*@`, "gi"), "$1[redacted]@"],
+  // An authorization code in a callback URL's query (PKCE).
+  [/([?&]code=)[^&\s"']+/g, "$1[redacted]"],
+  // `"key": "…"` (JSON), `key='…'` or `key="…"` (libpq), `key=value`.
   [
-    new RegExp(`("\\w*${_SECRET_KEYS}"\\s*:\\s*")(?:[^"\\\\]|\\\\.)*`, "gi"),
-    "$1[redacted]",
+    new RegExp(`(${_SECRET_KEY}["']\\s*:\\s*)${_QUOTED}`, "gi"),
+    '$1"[redacted]"',
   ],
-  [new RegExp(`(${_SECRET_KEYS}\\s*=\\s*)[^\\s&]+`, "gi"), "$1[redacted]"],
+  [new RegExp(`(${_SECRET_KEY}\\s*=\\s*)${_QUOTED}`, "gi"), "$1[redacted]"],
+  [new RegExp(`(${_SECRET_KEY}\\s*=\\s*)[^\\s&"']+`, "gi"), "$1[redacted]"],
+  // `password: value` unquoted (a password or a secret only: "token:"
+  // is common in prose).
   [
-    new RegExp(`(${_SECRET_KEYS}["']?\\s*:\\s*["']?)[^\\s,"'}&]+`, "gi"),
+    /((?<!\w)\w*(?:password|secret)\s*:\s*)[^\s,"'}&]+/gi,
     "$1[redacted]",
   ],
 ];
+
+// The longest text redacted and logged, per string: longer text is cut
+// (a log line is no place for a body, and the patterns stay cheap).
+const _MAX_CHARS = 8192;
 
 /**
  * Removes anything that looks like a secret from a text.
@@ -92,7 +109,9 @@ const _SECRET_PATTERNS: [RegExp, string][] = [
  * ```
  */
 export function redact(text: string): string {
-  let out = text;
+  let out = text.length > _MAX_CHARS
+    ? `${text.slice(0, _MAX_CHARS)}… [cut]`
+    : text;
   for (const [pattern, replacement] of _SECRET_PATTERNS) {
     out = out.replace(pattern, replacement);
   }
@@ -100,20 +119,25 @@ export function redact(text: string): string {
 }
 
 // `value` with every string in it redacted, however deep (arrays, plain
-// objects); anything else as it is.
-function _redacted(value: unknown): unknown {
+// objects), and the value of a secret-named key removed whole; a URL as
+// its redacted text; anything else as it is.
+function _redacted(value: unknown, key = ""): unknown {
+  if (_SECRET_NAME.test(key) && typeof value === "string") return "[redacted]";
   if (typeof value === "string") return redact(value);
-  if (Array.isArray(value)) return value.map(_redacted);
+  if (value instanceof URL) return redact(value.href);
+  if (Array.isArray(value)) return value.map((v) => _redacted(v));
   if (
     value !== null && typeof value === "object" &&
     Object.getPrototypeOf(value) === Object.prototype
   ) {
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, _redacted(v)]),
+      Object.entries(value).map(([k, v]) => [k, _redacted(v, k)]),
     );
   }
   return value;
 }
+
+const _SECRET_NAME = new RegExp(`^${_SECRET_KEY}$`, "i");
 
 /** The message of an unknown thrown value, redacted. */
 export function errorText(error: unknown): string {
@@ -140,7 +164,7 @@ export function logEvent(
   const requestId = _request.getStore()?.id;
   if (requestId !== undefined) line.request_id = requestId;
   for (const [key, value] of Object.entries(fields)) {
-    line[key] = _redacted(value);
+    line[key] = _redacted(value, key);
   }
   const text = JSON.stringify(line);
   if (level === "error") console.error(text);

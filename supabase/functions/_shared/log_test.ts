@@ -111,3 +111,63 @@ Deno.test("redact: a prefixed password key in JSON is removed to its closing quo
   const out = redact('{"new_password":"a\\"b,c d"}');
   assert.equal(out, '{"new_password":"[redacted]"}');
 });
+
+Deno.test("redact: Auth's other token names, a PKCE code, libpq's quoted password, a password with a space and an opaque bearer are removed; prose, JSON fields and key hints stay (fresh4 L1, L2)", () => {
+  const leaks: [string, string][] = [
+    ['{"confirmation_token":"abc123secret"}', "abc123secret"],
+    ['{"hashed_token":"hh1"}', "hh1"],
+    ['{"recovery_token":"rt9"}', "rt9"],
+    ['{"provider_token":"gho_xyz"}', "gho_xyz"],
+    ['{"id_token":"idt"}', "idt"],
+    [
+      "https://ref.supabase.co/auth/v1/callback?code=pkce-auth-code-1",
+      "pkce-auth-code-1",
+    ],
+    [
+      "host=db user=postgres password='my secret pw' dbname=postgres",
+      "secret pw",
+    ],
+    ["connect to postgresql://postgres:pa ss@db:5432/postgres failed", "pa ss"],
+    ["Authorization: Bearer opaque-session-token", "opaque-session-token"],
+  ];
+  for (const [text, secret] of leaks) {
+    assert.ok(!redact(text).includes(secret), `${text} -> ${redact(text)}`);
+  }
+  const kept: [string, string][] = [
+    [
+      "holds a publishable key: a secret key (sb_secret_…) or the service_role key is needed",
+      "(sb_secret_…) or",
+    ],
+    ["invalid token: token is malformed", "token is malformed"],
+    [
+      '{"url":"https://x.co/a","user":"jefa@example.com","request_id":"r-1"}',
+      '"user":"jefa@example.com"',
+    ],
+  ];
+  for (const [text, part] of kept) {
+    assert.ok(redact(text).includes(part), `${text} -> ${redact(text)}`);
+  }
+});
+
+Deno.test("logEvent: a field named as a secret is removed whole, a URL is redacted as text, and a string over 8 KiB is cut", () => {
+  const lines: string[] = [];
+  const saved = console.log;
+  console.log = (line: string) => lines.push(line);
+  try {
+    logEvent("info", "x", {
+      password: "topsecret",
+      nested: { deep: [{ confirmation_token: "ct-1" }] },
+      url: new URL("https://user:s3cret@db.example/x"),
+      long: "a".repeat(65_536),
+    });
+  } finally {
+    console.log = saved;
+  }
+  const line = JSON.parse(lines[0]);
+  assert.equal(line.password, "[redacted]");
+  assert.deepEqual(line.nested, {
+    deep: [{ confirmation_token: "[redacted]" }],
+  });
+  assert.equal(line.url, "https://[redacted]@db.example/x");
+  assert.equal(line.long.length, 8192 + "… [cut]".length);
+});
