@@ -38,6 +38,26 @@ export function freePort(): number {
   return port;
 }
 
+/**
+ * `count` loopback ports free now, all different: each is held until all
+ * are chosen (a port closed at once may be the next one handed out, and
+ * two settings given the same port collide).
+ *
+ * @example
+ * ```ts
+ * const [api, db, mail] = freePorts(3);
+ * ```
+ */
+export function freePorts(count: number): number[] {
+  const held = Array.from(
+    { length: count },
+    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
+  );
+  const ports = held.map((l) => (l.addr as Deno.NetAddr).port);
+  for (const l of held) l.close();
+  return ports;
+}
+
 // Debian installs each major version's programs under its own folder; the
 // newest one present is used.
 function _pgBin(): string | null {

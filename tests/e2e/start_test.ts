@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { createClient } from "@supabase/supabase-js";
 import postgres from "postgres";
-import { freePort } from "../../local/testing/cluster.ts";
+import { freePorts } from "../../local/testing/cluster.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { SEED_IDENTITIES } from "../../local/fixture.ts";
 import { e2eTest } from "../support/e2e.ts";
@@ -60,17 +60,22 @@ const db = Deno.env.get("TEST_DATABASE_URL")
   ? await createTestDatabase()
   : null;
 const dataDir = await Deno.makeTempDir({ prefix: "stack-" });
-const args = () => [
-  "--port",
-  String(freePort()),
-  "--db-port",
-  String(freePort()),
-  "--mail-port",
-  String(freePort()),
-  "--data-dir",
-  dataDir,
-  ...(db ? ["--database-url", db.url] : []),
-];
+// Three ports at once, all different: a port chosen, closed, and chosen
+// again for the next setting made the stack refuse its own mail port.
+const args = () => {
+  const [api, pg, mail] = freePorts(3);
+  return [
+    "--port",
+    String(api),
+    "--db-port",
+    String(pg),
+    "--mail-port",
+    String(mail),
+    "--data-dir",
+    dataDir,
+    ...(db ? ["--database-url", db.url] : []),
+  ];
+};
 
 e2eTest(
   "npm start: prints the status, serves Auth and the functions, and a seeded user goes through sign-in, refresh and sign-out",
@@ -304,11 +309,12 @@ e2eTest(
     const other = await createTestDatabase();
     const dir = await Deno.makeTempDir({ prefix: "stack-env-" });
     try {
+      const [api, pg] = freePorts(2);
       const running = await start([
         "--port",
-        String(freePort()),
+        String(api),
         "--db-port",
-        String(freePort()),
+        String(pg),
         "--mail-port",
         "0",
         "--data-dir",

@@ -107,10 +107,11 @@ export interface FunctionEnv {
    * `PRESENCE_LOG_LEVEL`: the lowest level of the line each request writes
    * (`http.ts`). `"info"` (default): every request; `"warn"`: refusals the
    * function watches, 503s and failures only, for a busy project whose
-   * platform already logs each invocation. The functions' own warnings and
-   * errors are always written.
+   * platform already logs each invocation; `"error"`: failures of 500 and
+   * above but 503. The functions' own warnings and errors are always
+   * written.
    */
-  readonly logLevel: "info" | "warn";
+  readonly logLevel: "info" | "warn" | "error";
 }
 
 /**
@@ -161,7 +162,7 @@ const _SETTINGS = {
   }),
   PRESENCE_AWAY_AFTER_S: _int(1, 86_400, 300),
   PRESENCE_OFFLINE_AFTER_S: _int(2, 86_400, 900),
-  PRESENCE_LOG_LEVEL: z.enum(["info", "warn"]).default("info"),
+  PRESENCE_LOG_LEVEL: z.enum(["info", "warn", "error"]).default("info"),
 } as const;
 
 // Settings that only make sense together: `away` must come before `offline`,

@@ -80,7 +80,7 @@ export function createFunction(
       let cause: string | undefined;
       let extra: Record<string, unknown> = {};
       // The environment's PRESENCE_LOG_LEVEL, once read.
-      let lowest: "info" | "warn" = "info";
+      let lowest: keyof typeof _RANK = "info";
       try {
         if (
           req.method === "OPTIONS" &&
@@ -120,7 +120,7 @@ export function createFunction(
       const level = code === "client_closed"
         ? "info"
         : _levelOf(status, options);
-      if (level === "info" && lowest !== "info") return response;
+      if (_RANK[level] < _RANK[lowest]) return response;
       logEvent(
         level,
         "Request handled",
@@ -146,6 +146,9 @@ export function createFunction(
     }, notes);
   };
 }
+
+// Levels in order, for PRESENCE_LOG_LEVEL.
+const _RANK = { info: 0, warn: 1, error: 2 } as const;
 
 // The longest public reason logged: Auth's message may quote a token's
 // header (an unknown `kid`), which the caller chose.

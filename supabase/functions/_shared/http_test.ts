@@ -457,6 +457,20 @@ Deno.test("createFunction: PRESENCE_LOG_LEVEL=warn drops the info lines (answere
   assert.deepEqual(down.map((l) => [l.level, l.status]), [["warn", 503]]);
   const failed = await answering(new Error("boom"));
   assert.deepEqual(failed.map((l) => [l.level, l.status]), [["error", 500]]);
+  // `error`: failures only, the 503s (retried) left out too.
+  const errorsOnly = (thrown: unknown) =>
+    logged(() =>
+      createFunction(
+        "t",
+        (n) => n === "PRESENCE_LOG_LEVEL" ? "error" : env[n],
+        () => Promise.reject(thrown),
+      )(new Request("http://x/", { method: "POST" }))
+    );
+  assert.deepEqual(await errorsOnly(new HttpError("idp_unavailable")), []);
+  assert.deepEqual(
+    (await errorsOnly(new Error("boom"))).map((l) => l.level),
+    ["error"],
+  );
   const bad = await logged(async () => {
     const res = await createFunction(
       "t",
