@@ -32,10 +32,7 @@ export interface RestartableDb {
 
 /** A free loopback port (bound, then released). */
 export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
+  return freePorts(1)[0];
 }
 
 /**

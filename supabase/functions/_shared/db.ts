@@ -309,15 +309,21 @@ const _PARAMS = [
 ] as const;
 type _Param = typeof _PARAMS[number];
 
-// The parameters an error may name: those of libpq, of Prisma's strings
-// and the server settings people put in a URL. Any other name is not
-// echoed: it may be text of a password (see connectionOptions).
+// What to do instead, for parameters of other clients' connection strings.
+const _HINTS: Record<string, string> = {
+  connection_limit: "the pool's size is DB_POOL_MAX",
+  pool_timeout: "statements are bounded by DB_STATEMENT_TIMEOUT_MS",
+  statement_timeout: "statements are bounded by DB_STATEMENT_TIMEOUT_MS",
+};
+
+// The parameters an error may name: those read, those with a hint, libpq's,
+// Prisma's and the server settings people put in a URL. Any other name is
+// not echoed: it may be text of a password (see connectionOptions).
 const _NAMED: ReadonlySet<string> = new Set([
-  "application_name",
+  ..._PARAMS,
+  ...Object.keys(_HINTS),
   "channel_binding",
   "client_encoding",
-  "connect_timeout",
-  "connection_limit",
   "dbname",
   "fallback_application_name",
   "gssencmode",
@@ -331,10 +337,8 @@ const _NAMED: ReadonlySet<string> = new Set([
   "krbsrvname",
   "load_balance_hosts",
   "lock_timeout",
-  "options",
   "passfile",
   "password",
-  "pool_timeout",
   "port",
   "replication",
   "require_auth",
@@ -357,7 +361,6 @@ const _NAMED: ReadonlySet<string> = new Set([
   "sslpassword",
   "sslsni",
   "statement_cache_size",
-  "statement_timeout",
   "target_session_attrs",
   "tcp_user_timeout",
   "timezone",
@@ -375,13 +378,6 @@ function _decoded(text: string, part: string): string {
     );
   }
 }
-
-// What to do instead, for parameters of other clients' connection strings.
-const _HINTS: Record<string, string> = {
-  connection_limit: "the pool's size is DB_POOL_MAX",
-  pool_timeout: "statements are bounded by DB_STATEMENT_TIMEOUT_MS",
-  statement_timeout: "statements are bounded by DB_STATEMENT_TIMEOUT_MS",
-};
 
 function _connectTimeout(value: string | undefined): number {
   if (value === undefined) return 5;

@@ -145,12 +145,16 @@ export const DEFAULT_DB_POOL_MAX = 2;
 // schema refuses is an error naming the setting, never a silent default.
 const _int = (min: number, max: number, fallback: number) =>
   z.coerce.number().int().min(min).max(max).default(fallback);
+// An http(s) URL: `SUPABASE_URL` (Auth's and the gateway's base) and
+// `PRESENCE_TOKEN_ISSUER`.
+const _HttpUrl = z.url({ protocol: /^https?$/ });
+
 const _SETTINGS = {
   DB_POOL_MAX: _int(1, 100, DEFAULT_DB_POOL_MAX),
   DB_STATEMENT_TIMEOUT_MS: _int(100, 600_000, 3000),
   PRESENCE_VERIFY: z.enum(["local", "auth"]).default("local"),
   PRESENCE_MIN_WRITE_INTERVAL_S: _int(0, 86_400, 0),
-  PRESENCE_TOKEN_ISSUER: z.url({ protocol: /^https?$/ }).optional(),
+  PRESENCE_TOKEN_ISSUER: _HttpUrl.optional(),
   USERNAME_MATCH_DOMAINS: z.string().default("").transform((raw, ctx) => {
     const domains = _list(raw);
     for (const d of domains) {
@@ -215,15 +219,6 @@ function _json(raw: string | undefined): unknown {
     return JSON.parse(raw);
   } catch {
     return Symbol("not JSON");
-  }
-}
-
-// Whether `text` is an http(s) URL, as Auth's and the gateway's base.
-function _isHttpUrl(text: string): boolean {
-  try {
-    return /^https?:$/.test(new URL(text).protocol);
-  } catch {
-    return false;
   }
 }
 
@@ -318,7 +313,7 @@ export function readEnv(get: EnvSource): FunctionEnv {
       invalid[String(issue.path[0])] ??= issue.message;
     }
   }
-  if (!_isHttpUrl(supabaseUrl)) {
+  if (!_HttpUrl.safeParse(supabaseUrl).success) {
     invalid.SUPABASE_URL =
       "must be the project's URL: https://<ref>.supabase.co (http://127.0.0.1:54321 locally)";
   }

@@ -152,7 +152,7 @@ export class KeySets {
         const why = (error as Error).cause;
         throw providerUnavailable(
           new Error(
-            `key set not fetched from ${env.supabaseUrl}/auth/v1/.well-known/jwks.json: ${
+            `key set not fetched from ${_jwksUrl(env)}: ${
               (error as Error).message
             }${why instanceof Error ? ` (${why.message})` : ""}`,
             { cause: error },
@@ -199,7 +199,7 @@ export class KeySets {
     let set = this.#remote.get(env.supabaseUrl);
     if (!set) {
       const verify = createRemoteJWKSet(
-        new URL(`${env.supabaseUrl}/auth/v1/.well-known/jwks.json`),
+        new URL(_jwksUrl(env)),
         {
           timeoutDuration: PROVIDER_TIMEOUT_MS,
           cooldownDuration: 30_000,
@@ -224,4 +224,9 @@ export class KeySets {
     }
     return cache;
   }
+}
+
+// Where Auth publishes its key set.
+function _jwksUrl(env: FunctionEnv): string {
+  return `${env.supabaseUrl}/auth/v1/.well-known/jwks.json`;
 }
