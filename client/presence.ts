@@ -1343,6 +1343,16 @@ export class PresenceKit {
     let afterId: number | null = from?.afterId ?? null;
     const users: PresenceUser[] = from?.users ?? [];
     const removed: number[] = from?.removed ?? [];
+    // A full read, from the first page, instead of what was read so far.
+    const startOver = () => {
+      since = null;
+      resync = true;
+      cursor = null;
+      asOf = null;
+      afterId = null;
+      users.length = 0;
+      removed.length = 0;
+    };
     try {
       let refreshed = false;
       for (;;) {
@@ -1361,13 +1371,7 @@ export class PresenceKit {
           // tampered store): drop it and start over with a full read now,
           // never resend it.
           w.cursor = null;
-          since = null;
-          resync = true;
-          cursor = null;
-          asOf = null;
-          afterId = null;
-          users.length = 0;
-          removed.length = 0;
+          startOver();
           continue;
         }
         if (answer.status !== 200) throw answer;
@@ -1377,13 +1381,7 @@ export class PresenceKit {
           // read, `after_id` ignored. Start over from it, without the
           // cursor; following its pages with the cursor would be answered
           // with this same first page, for ever.
-          since = null;
-          resync = true;
-          cursor = null;
-          asOf = null;
-          afterId = null;
-          users.length = 0;
-          removed.length = 0;
+          startOver();
         }
         if (cursor === null) asOf = _serverTime(answer.body);
         cursor ??= String(answer.body.cursor);
@@ -1614,15 +1612,7 @@ export class PresenceKit {
     // where the locks are partitioned and the channel is not, another
     // partition's polling tab, which cannot go on from this one's cursor,
     // does not post its whole map for nothing.
-    this.#tell({
-      kind: "sync",
-      tab: this.#tabId,
-      user: share.user,
-      every: share.every,
-      watcher: w.id,
-      cursor: w.cursor,
-      holder: w.holder,
-    });
+    this.#askSince(w, share.user, share.every);
     this.#watchdog(w);
   }
 
@@ -1748,6 +1738,20 @@ export class PresenceKit {
     });
   }
 
+  // Asks the polling tab `w` follows for the changes since `w`'s cursor
+  // (a `sync`; see #answer).
+  #askSince(w: _Watcher, user: string, every: number): void {
+    this.#tell({
+      kind: "sync",
+      tab: this.#tabId,
+      user,
+      every,
+      watcher: w.id,
+      cursor: w.cursor,
+      holder: w.holder,
+    });
+  }
+
   // A read of the polling tab, applied as if this watcher had polled;
   // one that does not go on from this watcher's cursor (a read missed)
   // is not, the polling tab is asked for the changes since it instead.
@@ -1757,15 +1761,7 @@ export class PresenceKit {
     // A second answer to its asking (it asked twice), or one it has.
     if (m.to !== null && m.cursor === w.cursor) return true;
     if (!m.resync && m.from !== w.cursor) {
-      this.#tell({
-        kind: "sync",
-        tab: this.#tabId,
-        user: m.user,
-        every: m.every,
-        watcher: w.id,
-        cursor: w.cursor,
-        holder: w.holder,
-      });
+      this.#askSince(w, m.user, m.every);
       return false;
     }
     // A whole map older than the one held (a tab that took the lock with
