@@ -1494,12 +1494,19 @@ export class PresenceKit {
   }
 
   // A visible watcher that follows another tab and hears nothing from it
-  // for three of its intervals (or the polling tab's announced backoff and
-  // one interval more) polls once for itself: whatever keeps the polling
-  // tab's word from it (a hung tab, a channel of the app's that does not
-  // carry every message, lock and channel partitioned apart), it is never
-  // left without reads and without errors. Each read or error heard from
-  // the polling tab winds it again.
+  // for longer than the polling tab's next read can take (or its announced
+  // backoff and one interval more) polls once for itself: whatever keeps
+  // the polling tab's word from it (a hung tab, a channel of the app's that
+  // does not carry every message, lock and channel partitioned apart), it
+  // is never left without reads and without errors. Each read or error
+  // heard from the polling tab winds it again. The next read starts an
+  // interval (and its jitter) after the last one heard, and is heard at
+  // most requestTimeoutMs after that, as an answer or as its failure: so
+  // two intervals and requestTimeoutMs, and never less than three
+  // intervals. A read of several pages can take longer, one
+  // requestTimeoutMs per page; a follower then reads once for itself, and
+  // its answer is dropped when the polling tab's read lands (load, never a
+  // wrong map).
   #watchdog(w: _Watcher, retryInMs = 0): void {
     this.#clearWatch(w);
     if (w.stopped || !w.share || w.share.leading || this.#page.hidden()) {
@@ -1507,6 +1514,7 @@ export class PresenceKit {
     }
     const wait = Math.max(
       3 * this.#watchIntervalMs,
+      2 * this.#watchIntervalMs + this.#requestTimeoutMs,
       retryInMs + this.#watchIntervalMs,
     );
     w.timer = this.#clock.setTimeout(() => {

@@ -2668,3 +2668,31 @@ Deno.test("PresenceKit.watch tabs: after a failover whose database clock is behi
   a.kit.dispose();
   b.kit.dispose();
 });
+
+Deno.test("PresenceKit.watch tabs: reads slower than two intervals (a phone's network at a short watchIntervalMs) keep the followers following: none polls for itself while the polling tab's read is on its way (kit3 F4)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(30);
+  // Each read answered 4 s after it is sent, within requestTimeoutMs (10 s).
+  const api = async (call: Call): Promise<Reply> => {
+    if (call.name === "presence") {
+      await new Promise<void>((r) => clock.setTimeout(r, 4_000));
+    }
+    return server.reply(call);
+  };
+  const a = watchingTab(bus, locks, clock, api, "ana", 1_000);
+  await clock.advance(0);
+  const followers = [1, 2, 3].map(() =>
+    watchingTab(bus, locks, clock, api, "ana", 1_000)
+  );
+  await clock.advance(60_000);
+  assert.ok(a.reads().length >= 10, `a read ${a.reads().length} times`);
+  assert.deepEqual(
+    followers.map((f) => f.reads().length),
+    [0, 0, 0],
+    "followers' own reads",
+  );
+  for (const f of followers) {
+    assert.deepEqual(f.seen.at(-1)!.ids, a.seen.at(-1)!.ids);
+  }
+  for (const t of [a, ...followers]) t.kit.dispose();
+});
