@@ -31,6 +31,8 @@ const CLAIMED = listed("claimed");
 const BOSS = listed("boss");
 const STRANGER = listed("stranger");
 const RESENT = listed("resent");
+const WITHDRAWN = listed("withdrawn");
+const BANNED = listed("banned");
 
 const stack: TestStack = await startTestStack({
   emailConfirmations: true,
@@ -46,6 +48,8 @@ const stack: TestStack = await startTestStack({
       BOSS,
       STRANGER,
       RESENT,
+      WITHDRAWN,
+      BANNED,
     ].join(","),
   },
 });
@@ -342,6 +346,87 @@ e2eTest(
       email: CLAIMED,
       confirmed: true,
     });
+  },
+);
+
+e2eTest(
+  "listed addresses: an account an administrator by rol moved onto an address the operator lists later is no ADMIN_EMAILS administrator (its mail proof was of its earlier address: authsync2 M1); the operator's stamp makes it one",
+  async () => {
+    const future = listed("future");
+    const climber = await stack.createUser({
+      row: { rol: "admin", auth_user_id: true },
+    });
+    // An account the climber controls: signed up and confirmed by mail at
+    // its own mailbox, an ordinary row.
+    const pawn = await stack.createUser({
+      confirmed: "by-mail",
+      row: { auth_user_id: true },
+    });
+    const moved = await authSync(climber.token, {
+      action: "update",
+      id: pawn.rowId,
+      email: future,
+    });
+    assert.equal(moved.status, 200, JSON.stringify(moved.body));
+    // The climber's rol is revoked; the operator lists the address.
+    await stack.sql`update public.usuarios set rol = 'usuario'
+                    where id = ${climber.rowId!}`;
+    const served = await stack.withFunctionEnv({ ADMIN_EMAILS: future });
+    try {
+      const asPawn = async () =>
+        (await call(served.apiUrl, "auth-sync", {
+          headers: { Authorization: `Bearer ${await freshToken(pawn)}` },
+          body: JSON.stringify({ action: "sync", dry_run: true }),
+        })).status;
+      assert.equal(await asPawn(), 403);
+      await stack.admin().auth.admin.updateUserById(pawn.id, {
+        app_metadata: { admin_verified_email: future },
+      });
+      assert.equal(await asPawn(), 200);
+    } finally {
+      await served.close();
+    }
+  },
+);
+
+e2eTest(
+  "withdrawing a listed administrator as docs/security.md says: removing the stamp leaves an address proven by mail too; a password change ends the mail's proof and the account's sessions; a ban refuses the account at once (authsync2 M2)",
+  async () => {
+    const withdrawn = await stack.createUser({
+      email: WITHDRAWN,
+      confirmed: "by-mail",
+      adminVerified: true,
+    });
+    assert.equal(await isAdministrator(withdrawn.token), true);
+    const admin = stack.admin().auth.admin;
+    await admin.updateUserById(withdrawn.id, {
+      app_metadata: { admin_verified_email: null },
+    });
+    assert.equal(await isAdministrator(await freshToken(withdrawn)), true);
+    const password = `New-${crypto.randomUUID()}`;
+    await admin.updateUserById(withdrawn.id, { password });
+    // Auth ends every session of the account as it sets a password.
+    const stale = await authSync(withdrawn.token, { action: "sync" });
+    assert.equal(stale.status, 401, JSON.stringify(stale.body));
+    const signIn = await stack.anon().auth.signInWithPassword({
+      email: WITHDRAWN,
+      password,
+    });
+    assert.equal(signIn.error, null);
+    assert.equal(
+      await isAdministrator(signIn.data.session!.access_token),
+      false,
+    );
+
+    const banned = await stack.createUser({
+      email: BANNED,
+      adminVerified: true,
+    });
+    assert.equal(await isAdministrator(banned.token), true);
+    await admin.updateUserById(banned.id, { ban_duration: "876000h" });
+    // The access token it holds is still unexpired.
+    const res = await authSync(banned.token, { action: "sync", dry_run: true });
+    assert.equal(res.status, 401, JSON.stringify(res.body));
   },
 );
 

@@ -31,10 +31,11 @@
  *   the admin API sets an email (`admin.go` adminUserUpdate); it deletes
  *   the identity on unlink, which then promotes another identity's email
  *   (from an OAuth provider, never mailed) to the account's
- *   (`UpdateUserEmailFromIdentities`). So an operator or an administrator
- *   who changes an account's email (admin API, Studio, auth-sync `update`)
- *   vouches for the new address: the account's earlier mail proof carries
- *   over to it;
+ *   (`UpdateUserEmailFromIdentities`). So an operator who changes an
+ *   account's email (admin API, Studio) vouches for the new address: the
+ *   account's earlier mail proof carries over to it. auth-sync `update`
+ *   does not: an administrator by `rol` may call it, and the address it
+ *   set ({@linkcode SET_BY_AUTH_SYNC}) proves nothing without a stamp;
  * - the operator's own word, written where only the service role can
  *   write: {@linkcode stampedByAdmin}, the {@linkcode ADMIN_STAMP} in the
  *   account's `app_metadata`.
@@ -120,7 +121,8 @@ export interface MailRecord {
  * identity is what ties them to one address. Auth writes its address at
  * sign-up, invite and admin creation, on an email change confirmed by mail
  * and on an email set through the admin API (so an operator's change
- * carries the proof over: the operator vouches for the new address), and
+ * carries the proof over: the operator vouches for the new address; not
+ * auth-sync's, {@linkcode ownsAddress}), and
  * deletes it on unlink, the path by which an OAuth provider's email
  * becomes the account's. A phone-only account has no `email` identity for
  * its email, so its SMS code proves no address.
@@ -176,7 +178,8 @@ export function stampedByAdmin(
  * an account (creating it, or changing its email): an administrator's act,
  * written where only the service role can write. It links a `usuarios` row
  * to that account by email ({@linkcode linkableAddress}); it grants no
- * rights (`ADMIN_EMAILS` reads {@linkcode ownsAddress} only).
+ * rights, and takes away the account's mail proof for that address
+ * ({@linkcode ownsAddress}, which `ADMIN_EMAILS` reads).
  */
 export const SET_BY_AUTH_SYNC = "auth_sync_email";
 
@@ -229,7 +232,10 @@ function _sameAddress(identityEmail: unknown, email: string | null): boolean {
  * mailing a confirmation ({@linkcode confirmedAfterMail}), and confirms by
  * mail on this project now (`autoconfirm` false; under autoconfirm even a
  * mailed link is no proof, as the account may have been handed to a
- * stranger's sign-up since). A confirmation alone proves nothing.
+ * stranger's sign-up since), and the address is not one auth-sync set
+ * ({@linkcode SET_BY_AUTH_SYNC}: the mail was to the account's earlier
+ * address, and whoever moved it may be an administrator by `rol`, not the
+ * operator). A confirmation alone proves nothing.
  * `autoconfirm` is asked only when the stamp does not decide and the
  * account was mailed.
  *
@@ -247,5 +253,12 @@ export async function ownsAddress(
 ): Promise<boolean> {
   if (account.email === null || !account.emailConfirmed) return false;
   if (stampedByAdmin(account.email, account.appMetadata)) return true;
+  // An address auth-sync set is an administrator's word, and an
+  // administrator by `rol` is not the operator: the mail proof of the
+  // account's earlier address, which Auth carries over, would let one park
+  // an account it controls on an address the operator lists later.
+  if (_names(account.appMetadata[SET_BY_AUTH_SYNC], account.email)) {
+    return false;
+  }
   return account.confirmedAfterMail && !(await autoconfirm());
 }

@@ -265,3 +265,27 @@ Deno.test("linkableAddress: an address changed since auth-sync set it, or unconf
     true,
   );
 });
+
+Deno.test("ownsAddress: an address auth-sync set does not carry the account's mail proof over (an administrator by rol may have set it: authsync2 M1); a stamp for it still proves it", async () => {
+  // Confirmed by mail at its first address, then moved by auth-sync:
+  // Auth rewrote its email identity, so the mail proof would carry over.
+  const moved: AddressClaim = { ...madeByAuthSync, confirmedAfterMail: true };
+  const s = settings(false);
+  assert.equal(await ownsAddress(moved, s.autoconfirm), false);
+  assert.equal(
+    await ownsAddress(
+      {
+        ...moved,
+        appMetadata: { ...moved.appMetadata, [ADMIN_STAMP]: "row@x.io" },
+      },
+      s.autoconfirm,
+    ),
+    true,
+  );
+  // Changed since by a mail link (the record names the earlier address):
+  // the mail proves the new one.
+  assert.equal(
+    await ownsAddress({ ...moved, email: "later@x.io" }, s.autoconfirm),
+    true,
+  );
+});
