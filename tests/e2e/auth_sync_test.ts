@@ -2408,6 +2408,41 @@ e2eTest(
   },
 );
 
+e2eTest(
+  "auth-sync: a row's own username sent back unchanged (an admin form sent whole) is not refused as taken where a legacy duplicate repeats it in another case; a real change to the duplicate's value still is (authsync2 L2)",
+  async () => {
+    await stack
+      .sql`drop index if exists public.usuarios_nombre_usuario_lower_key`;
+    const name = `pepe-${crypto.randomUUID().slice(0, 8)}`;
+    const email = uniqueEmail("form");
+    const ana = await stack.createUser({
+      email,
+      adminVerified: true,
+      row: { correo: email, nombre_usuario: name },
+    });
+    const [dup] = await stack.sql`
+      insert into public.usuarios (nombre_usuario) values (${name.toUpperCase()})
+      returning id`;
+    const password = pw("form");
+    const form = await authSync(boss, {
+      action: "update",
+      id: ana.rowId,
+      nombre_usuario: name,
+      password,
+    });
+    assert.equal(form.status, 200, JSON.stringify(form.body));
+    assert.deepEqual(form.body.changed, ["password"]);
+    assert.equal(await canSignIn(ana.email, password), true);
+    const taken = await authSync(boss, {
+      action: "update",
+      id: Number(dup.id),
+      nombre_usuario: name,
+    });
+    assert.equal(taken.status, 409, JSON.stringify(taken.body));
+    assert.equal(taken.body.code, "username_exists");
+  },
+);
+
 e2eTest("auth-sync: audit rows hold no password", async () => {
   const rows = await stack.sql`
     select row_to_json(a)::text as text from public.auth_sync_audit a`;

@@ -369,6 +369,10 @@ async function _readRow(
 
 // The unique indexes would refuse these too, but only after the provider
 // had changed; asking first keeps a refused request from touching anything.
+// A value the row already holds, sent back (an admin form sent whole), is
+// no change and is never refused as taken: on an adopted table a legacy
+// duplicate may repeat it in another case, and the row could then never
+// be changed through such a form.
 async function _refuseTaken(
   sql: Sql,
   row: _Row,
@@ -376,10 +380,12 @@ async function _refuseTaken(
 ): Promise<void> {
   if (
     input.nombre_usuario !== undefined &&
+    input.nombre_usuario !== row.nombre_usuario &&
     await _heldByAnother(sql, row.id, "nombre_usuario", input.nombre_usuario)
   ) throw new HttpError("username_exists");
   if (
     input.email !== undefined &&
+    input.email !== row.correo &&
     await _heldByAnother(sql, row.id, "correo", input.email)
   ) throw new HttpError("email_exists");
 }
