@@ -297,7 +297,14 @@ e2eTest(
     );
     assert.match(plan, /Index Cond: \(txid = ANY/, plan);
     assert.match(plan, /Bitmap Index Scan on usuarios_ultimo_acceso_idx/, plan);
-    assert.doesNotMatch(plan, /Seq Scan/, plan);
+    // No table is scanned; the catalogs the change-log check reads
+    // (query.ts _changeLog) are a page or two here, where the planner
+    // rightly reads them whole.
+    assert.doesNotMatch(
+      plan.replace(/Seq Scan on pg_(?:trigger|inherits) /g, ""),
+      /Seq Scan/,
+      plan,
+    );
     // The page's five rows are five primary-key lookups, not a scan.
     assert.match(
       plan,

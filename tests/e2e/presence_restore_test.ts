@@ -68,11 +68,21 @@ Deno.test({
           nombre_usuario text, correo text, rol text,
           presence_state text not null default 'offline',
           ultimo_acceso timestamptz)`);
-      await a.unsafe(
-        await Deno.readTextFile(
-          `${PROJECT_DIR}supabase/migrations/20261124020000_create_presence_changes.sql`,
-        ),
-      );
+      // The change log whole: its statement triggers, and the row trigger
+      // for replica-mode writers (made through presence.run_ddl).
+      for (
+        const migration of [
+          "20261124020000_create_presence_changes",
+          "20261124235100_presence_run_ddl_outwaits_autovacuum",
+          "20261125020000_log_replicated_usuarios_writes",
+        ]
+      ) {
+        await a.unsafe(
+          await Deno.readTextFile(
+            `${PROJECT_DIR}supabase/migrations/${migration}.sql`,
+          ),
+        );
+      }
       await a`insert into public.usuarios (nombre_usuario)
               select 'u' || g from generate_series(1, 3) g`;
       // The restore's target: the database as it is now.

@@ -27,6 +27,7 @@ import { throwawayCluster } from "../../local/testing/cluster.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { answerHoldingProxy } from "../support/faults.ts";
 import { invoke } from "../support/invoke.ts";
+import { logLines } from "../support/logs.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
 const stack: TestStack = await startTestStack();
@@ -362,6 +363,106 @@ e2eTest(
     } finally {
       w.stop();
     }
+  },
+);
+
+/** The change-log trigger on updates, as migration 20261124020000 makes it. */
+const CREATE_UPDATE_TRIGGER = `
+  create trigger usuarios_log_update
+    after update on public.usuarios
+    referencing old table as old_rows new table as new_rows
+    for each statement execute function presence.log_usuarios_changes();
+  alter table public.usuarios enable always trigger usuarios_log_update`;
+
+/** One changes-since read through the function: its resync and cursor. */
+async function readSince(reader: Reader, cursor: string) {
+  const res = await invoke(reader.client, "presence", { body: { cursor } });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body as {
+    resync: boolean;
+    cursor: string;
+    users: PresenceUser[];
+  };
+}
+
+e2eTest(
+  "presence: while a change-log trigger is missing or not enabled ALWAYS (a table swapped for a copy, a schema tool), or a table inherits usuarios, every changes-since read is a full read (resync), logged at warn; once mended, one resync more, then changes again (appwrite H1, M1)",
+  async () => {
+    const reader = await member("reader");
+    const other = await member("other");
+    let cursor = (await invoke(reader.client, "presence", { body: {} })).body
+      .cursor as string;
+    const online = async () => {
+      await stack.sql`update public.usuarios set presence_state = 'online',
+                        ultimo_acceso = now() where id = ${other.rowId!}`;
+    };
+    const offline = async () => {
+      await stack.sql`update public.usuarios set presence_state = 'offline'
+                      where id = ${other.rowId!}`;
+    };
+    const breakages: [string, string, string][] = [
+      [
+        "dropped",
+        "drop trigger usuarios_log_update on public.usuarios",
+        CREATE_UPDATE_TRIGGER,
+      ],
+      [
+        "enabled for origin sessions only (ENABLE TRIGGER ALL after a DISABLE)",
+        "alter table public.usuarios enable trigger usuarios_log_update",
+        "alter table public.usuarios enable always trigger usuarios_log_update",
+      ],
+      [
+        "a child table (inheritance, partitions)",
+        "create table public.usuarios_hist_t () inherits (public.usuarios)",
+        "drop table public.usuarios_hist_t",
+      ],
+    ];
+    for (const [what, breakIt, mendIt] of breakages) {
+      await stack.sql.unsafe(breakIt);
+      await online();
+      const lines = await logLines(async () => {
+        const broken = await readSince(reader, cursor);
+        assert.equal(broken.resync, true, what);
+        assert.equal(
+          broken.users.find((u) => u.id === other.rowId)?.status,
+          "online",
+          what,
+        );
+        cursor = broken.cursor;
+        await offline();
+        const still = await readSince(reader, cursor);
+        assert.equal(still.resync, true, `${what}, a second poll`);
+        cursor = still.cursor;
+      });
+      const warned = lines.filter((l) => l.startsWith("{")).map((l) =>
+        JSON.parse(l)
+      ).filter((l) =>
+        l.fn === "presence" && l.level === "warn" &&
+        /change log/.test(l.change_log ?? "")
+      );
+      assert.equal(warned.length, 2, `${what}: ${lines.join("\n")}`);
+      await stack.sql.unsafe(mendIt);
+      const mended = await readSince(reader, cursor);
+      assert.equal(mended.resync, true, `${what}: the cursor of a full read`);
+      await online();
+      const after = await readSince(reader, mended.cursor);
+      assert.equal(after.resync, false, `${what}, mended`);
+      assert.deepEqual(after.users.map((u) => u.id), [other.rowId], what);
+      cursor = after.cursor;
+      await offline();
+      cursor = (await readSince(reader, cursor)).cursor;
+    }
+    // Dropped and made again between two polls: the write in between was
+    // never logged, and the cursor tells the triggers apart.
+    await stack.sql`drop trigger usuarios_log_update on public.usuarios`;
+    await online();
+    await stack.sql.unsafe(CREATE_UPDATE_TRIGGER);
+    const across = await readSince(reader, cursor);
+    assert.equal(across.resync, true);
+    assert.equal(
+      across.users.find((u) => u.id === other.rowId)?.status,
+      "online",
+    );
   },
 );
 

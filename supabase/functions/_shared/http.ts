@@ -10,7 +10,14 @@ import { asDbTimeout, isDbError, isDbFailure, publicDbError } from "./db.ts";
 import { asMigrationMissing } from "./db_function.ts";
 import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
 import { errorResponse, HttpError } from "./errors.ts";
-import { errorText, forRequest, logEvent } from "./log.ts";
+import {
+  errorText,
+  forRequest,
+  LOG_LEVEL_RANK,
+  logEvent,
+  type LogLevel,
+  type RequestNotes,
+} from "./log.ts";
 
 /** Largest request body either function reads (64 KiB). */
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -45,7 +52,9 @@ export interface FunctionOptions {
  * added (`log.ts` `noteOnRequest`); at `error` for a failure of 500 and
  * above, `warn` for a 503 (a dependency that did not answer in time: the
  * client is told when to retry), else `info` (refusals: see
- * {@linkcode FunctionOptions.refusalsAt}). One line, not a failure line
+ * {@linkcode FunctionOptions.refusalsAt}), or higher where the work's note
+ * asked for it (a read answered in full because the change log is not
+ * whole). One line, not a failure line
  * and then a summary: an outage doubles no one's log volume.
  *
  * @example
@@ -65,7 +74,7 @@ export function createFunction(
     // logged beside ours for correlation. Every line logged while the
     // request is worked on carries it.
     const requestId = crypto.randomUUID();
-    const notes: Record<string, unknown> = {};
+    const notes: RequestNotes = { fields: {}, level: "info" };
     return forRequest(requestId, async () => {
       const clientRequestId = clientRequestIdOf(req);
       const started = performance.now();
@@ -80,7 +89,7 @@ export function createFunction(
       let cause: string | undefined;
       let extra: Record<string, unknown> = {};
       // The environment's PRESENCE_LOG_LEVEL, once read.
-      let lowest: keyof typeof _RANK = "info";
+      let lowest: LogLevel = "info";
       try {
         if (
           req.method === "OPTIONS" &&
@@ -117,10 +126,13 @@ export function createFunction(
         }
       }
       const status = response.status;
-      const level = code === "client_closed"
+      const byStatus = code === "client_closed"
         ? "info"
         : _levelOf(status, options);
-      if (_RANK[level] < _RANK[lowest]) return response;
+      const level = LOG_LEVEL_RANK[notes.level] > LOG_LEVEL_RANK[byStatus]
+        ? notes.level
+        : byStatus;
+      if (LOG_LEVEL_RANK[level] < LOG_LEVEL_RANK[lowest]) return response;
       logEvent(
         level,
         "Request handled",
@@ -138,7 +150,7 @@ export function createFunction(
           // the answer names them (names and what is wrong, no values).
           missing: extra.missing,
           invalid: extra.invalid,
-          ...notes,
+          ...notes.fields,
           ms: Math.round(performance.now() - started),
         },
       );
@@ -146,9 +158,6 @@ export function createFunction(
     }, notes);
   };
 }
-
-// Levels in order, for PRESENCE_LOG_LEVEL.
-const _RANK = { info: 0, warn: 1, error: 2 } as const;
 
 // The longest public reason logged: Auth's message may quote a token's
 // header (an unknown `kid`), which the caller chose.
@@ -158,7 +167,7 @@ const _REASON_CHARS = 200;
 function _levelOf(
   status: number,
   options: FunctionOptions,
-): "info" | "warn" | "error" {
+): LogLevel {
   if (status === 503) return "warn";
   if (status >= 500) return "error";
   if ([401, 403, 404].includes(status)) return options.refusalsAt ?? "info";

@@ -12,8 +12,29 @@ import { AsyncLocalStorage } from "node:async_hooks";
 // every module being handed it, and the fields its work adds to the
 // request's own line (`noteOnRequest`). Edge Runtime ships node:async_hooks.
 const _request = new AsyncLocalStorage<
-  { readonly id: string; readonly notes: Record<string, unknown> }
+  { readonly id: string; readonly notes: RequestNotes }
 >();
+
+/** A log line's level. */
+export type LogLevel = "info" | "warn" | "error";
+
+/** Levels in order: PRESENCE_LOG_LEVEL's, and the higher of two. */
+export const LOG_LEVEL_RANK: Readonly<Record<LogLevel, number>> = {
+  info: 0,
+  warn: 1,
+  error: 2,
+};
+
+/** What a request's own line collects while it is worked on. */
+export interface RequestNotes {
+  /** Fields added to the line ({@linkcode noteOnRequest}). */
+  readonly fields: Record<string, unknown>;
+  /**
+   * The least level of the line: raised by a note that wants an operator's
+   * eye on an answer that is otherwise a success.
+   */
+  level: LogLevel;
+}
 
 /**
  * Runs `fn` so that every line it logs, directly or in anything it awaits,
@@ -22,15 +43,15 @@ const _request = new AsyncLocalStorage<
  *
  * @example
  * ```ts
- * const notes = {};
+ * const notes: RequestNotes = { fields: {}, level: "info" };
  * await forRequest(crypto.randomUUID(), () => work(req), notes);
- * logEvent("info", "Request handled", notes);
+ * logEvent(notes.level, "Request handled", notes.fields);
  * ```
  */
 export function forRequest<T>(
   requestId: string,
   fn: () => T,
-  notes: Record<string, unknown> = {},
+  notes: RequestNotes = { fields: {}, level: "info" },
 ): T {
   return _request.run({ id: requestId, notes }, fn);
 }
@@ -38,16 +59,24 @@ export function forRequest<T>(
 /**
  * Adds `fields` to the line the shared pipeline writes for the current
  * request (`http.ts`), instead of a line of their own: one line per
- * request. Outside a request, nothing.
+ * request; `level` raises that line's level to at least this one. Outside
+ * a request, nothing.
  *
  * @example
  * ```ts
  * noteOnRequest({ actor_auth_user_id: identity.id });
  * ```
  */
-export function noteOnRequest(fields: Record<string, unknown>): void {
+export function noteOnRequest(
+  fields: Record<string, unknown>,
+  level: LogLevel = "info",
+): void {
   const request = _request.getStore();
-  if (request) Object.assign(request.notes, fields);
+  if (!request) return;
+  Object.assign(request.notes.fields, fields);
+  if (LOG_LEVEL_RANK[level] > LOG_LEVEL_RANK[request.notes.level]) {
+    request.notes.level = level;
+  }
 }
 
 // The names under which a secret value is written, as the end of a key
@@ -156,7 +185,7 @@ export function errorText(error: unknown): string {
  * ```
  */
 export function logEvent(
-  level: "info" | "warn" | "error",
+  level: LogLevel,
   message: string,
   fields: Record<string, unknown> = {},
 ): void {

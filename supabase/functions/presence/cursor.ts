@@ -43,6 +43,13 @@ export interface CursorState {
    * 2026-11-25 and by a server in recovery.
    */
   readonly timeline?: string;
+  /**
+   * The change-log triggers that stood on `usuarios` when the answer was
+   * read (their oids), or `""` if the log was not whole then
+   * (`query.ts` `CHANGE_LOG_TRIGGERS`); absent in cursors issued before
+   * 2026-11-26.
+   */
+  readonly changeLog?: string;
 }
 
 // `xmin:xmax:xip,...` as pg_snapshot prints it, the xip list ascending and
@@ -60,6 +67,7 @@ const _Payload = z.object({
   a: z.int().positive(),
   o: z.int().positive(),
   l: z.string().regex(/^[0-9A-F]{8}$/).optional(),
+  g: z.string().max(200).regex(/^(?:\d{1,10}(?:,\d{1,10})*)?$/).optional(),
 });
 
 const _FORMAT = 2;
@@ -92,6 +100,7 @@ export async function sealCursor(
     a: state.awayS,
     o: state.offlineS,
     l: state.timeline,
+    g: state.changeLog,
   }));
   const sealed = new Uint8Array(
     await crypto.subtle.encrypt(
@@ -153,6 +162,7 @@ export async function openCursor(
     awayS: p.a,
     offlineS: p.o,
     ...(p.l === undefined ? {} : { timeline: p.l }),
+    ...(p.g === undefined ? {} : { changeLog: p.g }),
   };
 }
 

@@ -28,7 +28,15 @@ import {
   sealCursor,
 } from "./cursor.ts";
 import { FIRST_PAGE, readShared } from "./query.ts";
+import { noteOnRequest } from "../_shared/log.ts";
 import { parsePresenceRequest } from "./schema.ts";
+
+/**
+ * The `change_log` of a read's log line (at `warn`) while the change log is
+ * not whole (`query.ts` `CHANGE_LOG_TRIGGERS`).
+ */
+export const CHANGE_LOG_NOT_WHOLE =
+  "the change log is not whole: a presence trigger on public.usuarios is missing or not enabled ALWAYS, or a table inherits usuarios; every changes-since read is answered in full until it is mended (docs/api.md, How the cursor works)";
 
 /** What a `presence` handler keeps across its requests. */
 export interface PresenceHeld {
@@ -101,6 +109,11 @@ export async function presence(
     // more rows than a full read costs to page through.
     resync = true;
     result = await read(null);
+  }
+  if (!result.changeLogWhole) {
+    // Every watcher is answered in full at every poll meanwhile: correct,
+    // but it costs, and the operator is the one who can mend it.
+    noteOnRequest({ change_log: CHANGE_LOG_NOT_WHOLE }, "warn");
   }
   return json({
     ok: true,

@@ -78,6 +78,13 @@ export interface ReadResult {
    * instead.
    */
   readonly reset: boolean;
+  /**
+   * Whether the change log is whole ({@linkcode CHANGE_LOG_TRIGGERS}, no
+   * table inheriting `usuarios`). While it is not, every changes-since
+   * read is answered in full (`reset`), and so is the next one after it is
+   * mended.
+   */
+  readonly changeLogWhole: boolean;
   /** What the next changes-since call needs. */
   readonly cursor: CursorState;
 }
@@ -264,6 +271,7 @@ interface _Row {
   t_us: string;
   snap: string;
   timeline: string | null;
+  log: string;
   reset: boolean;
   id: string | null;
   gone: boolean | null;
@@ -354,13 +362,15 @@ export function presenceStatement(
   }) * 1000)`;
   const ids = (column: Fragment) =>
     o.ids ? sql`and ${column} = any(${pgArray(o.ids)}::bigint[])` : sql``;
-  // What the answer says of the database (its clock, snapshot and
-  // timeline): one row, computed once per statement, not per listed user.
+  // What the answer says of the database (its clock, snapshot, timeline
+  // and change log): one row, computed once per statement, not per listed
+  // user.
   const here = sql`here as materialized (
       select now() as t,
              (extract(epoch from now()) * 1000000)::bigint::text as t_us,
              pg_current_snapshot()::text as snap,
-             ${_timeline(sql)} as timeline
+             ${_timeline(sql)} as timeline,
+             ${_changeLog(sql)} as log
     )`;
   if (!o.since) {
     return sql`
@@ -396,9 +406,16 @@ export function presenceStatement(
     } and u.ultimo_acceso <= ${_bound(sql, columns, sql`now() - ${back}`)})`;
   };
   // A cursor from another timeline (a restore, a failover) cannot be
-  // continued; one issued before timelines were kept is not asked.
+  // continued; one issued before timelines were kept is not asked. Nor
+  // one issued under other change-log triggers (dropped and made again, a
+  // table swapped for a copy: a write between them was never logged), or
+  // while the log was not whole; one issued before it was kept is not
+  // asked either.
   const otherTimeline = c.timeline
     ? sql`or ${c.timeline}::text is distinct from here.timeline`
+    : sql``;
+  const otherLog = c.changeLog !== undefined
+    ? sql`or ${c.changeLog}::text is distinct from here.log`
     : sql``;
   // Each branch stops one row past the bound: if any reaches it, more than
   // the bound changed, whatever the others hold.
@@ -462,7 +479,9 @@ export function presenceStatement(
     head as (
       select here.*,
              ((select n from bound) < 0
+              or here.log = ''
               ${otherTimeline}
+              ${otherLog}
               or pg_snapshot_xmax(here.snap::pg_snapshot)
                    < pg_snapshot_xmax(${s})
               or exists (select 1 from presence.changes c
@@ -475,6 +494,44 @@ export function presenceStatement(
     from head left join page on true
     order by page.id
   `;
+}
+
+/**
+ * The change-log triggers on `public.usuarios` (migrations
+ * `20261124020000_create_presence_changes.sql` and
+ * `20261125020000_log_replicated_usuarios_writes.sql`), each enabled
+ * `ALWAYS`: a changes-since answer is sound only while all of them are.
+ */
+export const CHANGE_LOG_TRIGGERS: readonly string[] = [
+  "usuarios_log_insert",
+  "usuarios_log_update",
+  "usuarios_log_delete",
+  "usuarios_log_truncate",
+  "usuarios_log_replica_rows",
+];
+
+// Which change-log triggers stand on usuarios now (their oids, which
+// dropping and making one again changes), or '' when the log is not whole:
+// one of CHANGE_LOG_TRIGGERS missing or not enabled ALWAYS (dropped by a
+// schema tool, usuarios swapped for a copy, which LIKE ... INCLUDING ALL
+// makes without them, ENABLE TRIGGER ALL after a DISABLE), or a table
+// inherits usuarios (inheritance, partitions): the read lists its rows,
+// but a statement that names the child fires none of usuarios' statement
+// triggers. Two catalog lookups by index.
+function _changeLog(sql: Sql): Fragment {
+  return sql`(
+    select case
+             when count(*) = ${CHANGE_LOG_TRIGGERS.length}::int
+                  and not exists (
+                    select 1 from pg_catalog.pg_inherits i
+                    where i.inhparent = 'public.usuarios'::pg_catalog.regclass)
+               then string_agg(t.oid::text, ',' order by t.oid)
+             else ''
+           end
+    from pg_catalog.pg_trigger t
+    where t.tgrelid = 'public.usuarios'::pg_catalog.regclass
+      and t.tgname = any(${pgArray(CHANGE_LOG_TRIGGERS)}::text[])
+      and t.tgenabled = 'A')`;
 }
 
 // The database's timeline (eight hex digits of the current WAL file's
@@ -564,12 +621,14 @@ function _result(rows: _Row[], o: ReadOptions): ReadResult {
     removed,
     nextAfterId: more ? Number(page.at(-1)!.id) : null,
     reset: head.reset,
+    changeLogWhole: head.log !== "",
     cursor: {
       time: BigInt(head.t_us),
       snapshot: head.snap,
       awayS: o.awayS,
       offlineS: o.offlineS,
       ...(head.timeline === null ? {} : { timeline: head.timeline }),
+      changeLog: head.log,
     },
   };
 }
