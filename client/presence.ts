@@ -512,7 +512,8 @@ export interface PresenceUser {
 /** The caller's row as presence-ping returns it. */
 export interface PingResult {
   id: number;
-  ultimo_acceso: string;
+  /** `null` only where the app's own trigger stores no time. */
+  ultimo_acceso: string | null;
   presence_state: "online" | "offline";
 }
 

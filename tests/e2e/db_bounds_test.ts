@@ -15,7 +15,7 @@ import { startCountingProxy } from "../../bench/pgproxy.ts";
 import { throwawayCluster } from "../../local/testing/cluster.ts";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import {
-  asDbTimeout,
+  asDbBusy,
   bounded,
   pgArray,
   Pools,
@@ -153,7 +153,7 @@ withOneConnection(
       .then(() => null, (e) => e);
     assert.equal(early?.code, "57014");
     assert.match(early.message, /no connection of the pool \(DB_POOL_MAX\)/);
-    assert.equal(asDbTimeout(early)?.status, 503);
+    assert.equal(asDbBusy(early)?.status, 503);
     await slow;
     await view(5_000)`insert into t values (${2})`;
     const rows = await raw`select n from t order by n`;
@@ -193,7 +193,7 @@ withOneConnection(
     const late = await view(100).begin((tx) => tx`insert into t values (${3})`)
       .then(() => null, (e) => e);
     assert.equal(late?.code, "57014");
-    assert.equal(asDbTimeout(late)?.status, 503);
+    assert.equal(asDbBusy(late)?.status, 503);
     // Queued behind the transaction, not pipelined into it.
     const after = view(5_000)`insert into t values (${4})`.finally(() => {});
     await long;
@@ -314,7 +314,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
       const error = await sql`select pg_sleep(30)`.then(() => null, (e) => e);
       assert.ok(error instanceof postgres.PostgresError, String(error));
       assert.equal(error.code, "57014");
-      assert.equal(asDbTimeout(error)?.status, 503);
+      assert.equal(asDbBusy(error)?.status, 503);
       // The server words it as a user's cancel; the log says whose.
       assert.equal(
         error.message,
@@ -415,7 +415,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
         ).then(() => null, (e) => e);
         assert.ok(error instanceof postgres.PostgresError, String(error));
         assert.equal(error.code, "55P03");
-        assert.equal(asDbTimeout(error)?.code, "db_timeout");
+        assert.equal(asDbBusy(error)?.code, "db_timeout");
       } finally {
         await holder`rollback`;
         holder.release();
@@ -686,7 +686,7 @@ Deno.test({
         "57014",
         String(outcome),
       );
-      assert.equal(asDbTimeout(outcome)?.code, "db_timeout");
+      assert.equal(asDbBusy(outcome)?.code, "db_timeout");
       // The link back: the pool's other connection serves.
       dead = false;
       const [row] = await bounded(raw, { timeoutMs: 5000 })`select 3 as three`;

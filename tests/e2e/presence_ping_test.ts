@@ -423,4 +423,96 @@ e2eTest("presence-ping: a body over 64 KiB gives 413", async () => {
   assert.equal((await row(u.rowId!)).ultimo_acceso, null);
 });
 
+/** Runs `work` with an app's BEFORE UPDATE trigger on usuarios doing `body`. */
+async function withAppTrigger(body: string, work: () => Promise<void>) {
+  await stack.sql.unsafe(`
+    create function public.app_rule() returns trigger language plpgsql
+    as $$ begin ${body} end $$;
+    create trigger app_rule before update on public.usuarios
+      for each row execute function public.app_rule()`);
+  try {
+    await work();
+  } finally {
+    await stack.sql.unsafe(`
+      drop trigger app_rule on public.usuarios;
+      drop function public.app_rule()`);
+  }
+}
+
+e2eTest(
+  "presence-ping: a serialization failure or a deadlock (here raised by the app's trigger) is 503 db_conflict with Retry-After, nothing written (appwrite M2)",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    for (const code of ["40001", "40P01"]) {
+      await withAppTrigger(
+        `raise exception 'conflict' using errcode = '${code}';`,
+        async () => {
+          const res = await invoke(u.client, "presence-ping");
+          assert.equal(res.status, 503, JSON.stringify(res.body));
+          assert.equal(res.body.code, "db_conflict");
+          assert.equal(res.headers.get("retry-after"), "1");
+          assert.match(res.body.error, new RegExp(`SQLSTATE ${code}`));
+        },
+      );
+    }
+    assert.equal((await row(u.rowId!)).ultimo_acceso, null);
+  },
+);
+
+e2eTest(
+  "presence-ping: where the app's own trigger leaves ultimo_acceso null (a privacy rule), the write stands and the answer says so: 200, ultimo_acceso null (appwrite L1)",
+  async () => {
+    const u = await stack.createUser({ row: { auth_user_id: true } });
+    await withAppTrigger(
+      "new.ultimo_acceso := null; return new;",
+      async () => {
+        const res = await invoke(u.client, "presence-ping");
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.deepEqual(res.body.user, {
+          id: u.rowId,
+          presence_state: "online",
+          ultimo_acceso: null,
+        });
+      },
+    );
+    const stored = await row(u.rowId!);
+    assert.equal(stored.presence_state, "online");
+    assert.equal(stored.ultimo_acceso, null);
+  },
+);
+
+if (Deno.env.get("TEST_DATABASE_URL")) {
+  e2eTest(
+    "presence-ping: on a database whose default isolation is repeatable read (the app's choice), a ping that meets the app's concurrent write of the row is 503 db_conflict with Retry-After, and its retry passes (appwrite M2)",
+    async () => {
+      const u = await stack.createUser({ row: { auth_user_id: true } });
+      const [{ db }] = await stack.sql`select current_database() as db`;
+      await stack.sql.unsafe(
+        `alter database "${db}" set default_transaction_isolation = 'repeatable read'`,
+      );
+      await stack.reopenFunctionPools();
+      try {
+        let answered: Promise<Awaited<ReturnType<typeof invoke>>>;
+        await stack.sql.begin(async (tx) => {
+          await tx`update public.usuarios set rol = rol where id = ${u.rowId!}`;
+          answered = invoke(u.client, "presence-ping");
+          // The ping waits for the row (its lock_timeout is 1 s).
+          await new Promise((r) => setTimeout(r, 300));
+        });
+        const res = await answered!;
+        assert.equal(res.status, 503, JSON.stringify(res.body));
+        assert.equal(res.body.code, "db_conflict");
+        assert.equal(res.headers.get("retry-after"), "1");
+        const again = await invoke(u.client, "presence-ping");
+        assert.equal(again.status, 200, JSON.stringify(again.body));
+      } finally {
+        await stack.sql.unsafe(
+          `alter database "${db}" reset default_transaction_isolation`,
+        );
+        await stack.reopenFunctionPools();
+      }
+    },
+  );
+}
+
 closeStackAfterAll("presence-ping", stack);

@@ -496,7 +496,7 @@ export function pgArray(values: Iterable<string | number | bigint>): string {
  * `sql` with every statement bounded: a statement still running after
  * `timeoutMs` (or when `signal` aborts) is cancelled on the server, so the
  * database stops the work instead of finishing it for nobody; its error
- * then answers 503 `db_timeout` (see {@linkcode asDbTimeout}). Each
+ * then answers 503 `db_timeout` (see {@linkcode asDbBusy}). Each
  * transaction (`begin`) instead starts with `SET LOCAL statement_timeout`
  * and `lock_timeout` ({@linkcode LOCK_TIMEOUT_MS}), which the transaction
  * pooler allows, and which the server enforces; a transaction may raise
@@ -646,7 +646,7 @@ const _NOT_ANSWERED =
 
 // The error of a statement or transaction that got no
 // connection or was cancelled before its answer: 57014, as the server's
-// own cancel, so that it answers 503 db_timeout (asDbTimeout).
+// own cancel, so that it answers 503 db_timeout (asDbBusy).
 function _cancelled(message: string): Error {
   return _coded("57014", message);
 }
@@ -926,25 +926,40 @@ function _undefinedValue(args: readonly unknown[] = []): boolean {
 // from its queue) or a lock not granted in time (55P03).
 const _TIMEOUT_CODES = new Set(["57014", "55P03"]);
 
+// A statement that met another transaction's write: a serialization
+// failure (40001: a database whose default isolation is repeatable read or
+// serializable, where a ping meets the app's concurrent write of the row)
+// or a deadlock (40P01). Run again, it passes.
+const _CONFLICT_CODES = new Set(["40001", "40P01"]);
+
 /**
- * The 503 `db_timeout` (with `Retry-After`) for a statement that ran out
- * of time or waited too long for a lock, found in `error` or its `cause`
- * chain (a handler may have wrapped it); `null` for any other error.
+ * The 503 (with `Retry-After`) for a statement the database was too busy
+ * for, found in `error` or its `cause` chain (a handler may have wrapped
+ * it): `db_timeout` for one that ran out of time or waited too long for a
+ * lock, `db_conflict` for one that met another transaction's write; `null`
+ * for any other error.
  *
  * @example
  * ```ts
- * throw asDbTimeout(error) ?? error;
+ * throw asDbBusy(error) ?? error;
  * ```
  */
-export function asDbTimeout(error: unknown): HttpError | null {
+export function asDbBusy(error: unknown): HttpError | null {
   for (let e = error, depth = 0; e && depth < 4; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && _TIMEOUT_CODES.has(code)) {
-      return new HttpError("db_timeout", {
-        extra: { error: publicDbError(e) },
-        headers: { "Retry-After": String(DB_RETRY_AFTER_S) },
-        cause: e,
-      });
+    if (typeof code === "string") {
+      const busy = _TIMEOUT_CODES.has(code)
+        ? "db_timeout"
+        : _CONFLICT_CODES.has(code)
+        ? "db_conflict"
+        : null;
+      if (busy) {
+        return new HttpError(busy, {
+          extra: { error: publicDbError(e) },
+          headers: { "Retry-After": String(DB_RETRY_AFTER_S) },
+          cause: e,
+        });
+      }
     }
     e = (e as { cause?: unknown }).cause;
   }
@@ -955,8 +970,7 @@ export function asDbTimeout(error: unknown): HttpError | null {
 // it may succeed.
 const _TRANSIENT_CODES = new Set([
   ..._TIMEOUT_CODES,
-  "40001",
-  "40P01",
+  ..._CONFLICT_CODES,
   "53300",
   "57P01",
   "57P03",

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import {
   abandoned,
-  asDbTimeout,
+  asDbBusy,
   bounded,
   connectionOptions,
   DB_RETRY_AFTER_S,
@@ -173,35 +173,57 @@ Deno.test("connectionOptions: a bad string is refused without echoing it", () =>
   );
 });
 
-Deno.test("asDbTimeout: a statement timeout or lock timeout, even wrapped, is 503 db_timeout with Retry-After", () => {
+Deno.test("asDbBusy: a statement timeout or lock timeout, even wrapped, is 503 db_timeout with Retry-After", () => {
   const lock = new postgres.PostgresError({
     message: "canceling statement due to lock timeout",
     code: "55P03",
   } as unknown as string);
-  const direct = asDbTimeout(lock);
+  const direct = asDbBusy(lock);
   assert.ok(direct);
   assert.equal(direct.status, 503);
   assert.equal(direct.code, "db_timeout");
   assert.equal(direct.headers["Retry-After"], String(DB_RETRY_AFTER_S));
   assert.equal(direct.extra.error, "lock not available (SQLSTATE 55P03)");
   const wrapped = new Error("presence update failed", { cause: lock });
-  assert.equal(asDbTimeout(wrapped)?.code, "db_timeout");
+  assert.equal(asDbBusy(wrapped)?.code, "db_timeout");
   // postgres.js's own error for a query cancelled before it was sent.
   const dropped = Object.assign(
     new Error("canceling statement due to user request"),
     { code: "57014" },
   );
   assert.equal(
-    asDbTimeout(dropped)?.extra.error,
+    asDbBusy(dropped)?.extra.error,
     "statement timeout (SQLSTATE 57014)",
   );
   assert.equal(
-    asDbTimeout(
+    asDbBusy(
       new postgres.PostgresError({ code: "23505" } as unknown as string),
     ),
     null,
   );
-  assert.equal(asDbTimeout(new Error("x")), null);
+  assert.equal(asDbBusy(new Error("x")), null);
+});
+
+Deno.test("asDbBusy: a serialization failure or a deadlock, even wrapped, is 503 db_conflict with Retry-After (appwrite M2)", () => {
+  for (
+    const [code, condition] of [
+      ["40001", "serialization failure"],
+      ["40P01", "deadlock detected"],
+    ]
+  ) {
+    const conflict = new postgres.PostgresError({
+      message: condition,
+      code,
+    } as unknown as string);
+    const busy = asDbBusy(
+      new Error("presence update failed", { cause: conflict }),
+    );
+    assert.ok(busy, code);
+    assert.equal(busy.status, 503);
+    assert.equal(busy.code, "db_conflict");
+    assert.equal(busy.headers["Retry-After"], String(DB_RETRY_AFTER_S));
+    assert.equal(busy.extra.error, `${condition} (SQLSTATE ${code})`);
+  }
 });
 
 Deno.test("isTransient: timeouts, lock waits, serialization failures, deadlocks and lost connections may pass later; constraint, value and trigger errors never", () => {

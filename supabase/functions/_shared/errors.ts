@@ -64,6 +64,10 @@ export const ERRORS = {
     status: 503,
     message: "La base de datos no respondió a tiempo",
   },
+  db_conflict: {
+    status: 503,
+    message: "Otra escritura en la base de datos chocó con esta; reintente",
+  },
   bad_json: { status: 400, message: "JSON inválido" },
   validation_failed: { status: 400, message: "Solicitud inválida" },
   target_not_found: {

@@ -6,7 +6,7 @@
  * @module
  */
 import { corsHeaders } from "./cors.ts";
-import { asDbTimeout, isDbError, isDbFailure, publicDbError } from "./db.ts";
+import { asDbBusy, isDbError, isDbFailure, publicDbError } from "./db.ts";
 import { asMigrationMissing } from "./db_function.ts";
 import { type EnvSource, type FunctionEnv, readEnv } from "./env.ts";
 import { errorResponse, HttpError } from "./errors.ts";
@@ -174,8 +174,10 @@ function _levelOf(
   return "info";
 }
 
-// A statement that ran out of time answers 503 with Retry-After where the
-// answer would otherwise only say "the database failed": an unexpected
+// A statement that ran out of time, or met another transaction's write (a
+// serialization failure, a deadlock), answers 503 with Retry-After
+// (db.ts asDbBusy) where the answer would otherwise only say "the database
+// failed": an unexpected
 // error, or presence-ping's presence_update_failed. auth-sync's sync_failed
 // and partial_failure keep their code: they report what was done and
 // undone at the provider. Any other database failure no handler named (the
@@ -185,8 +187,8 @@ function _answerFor(error: unknown): unknown {
   if (error instanceof HttpError && error.code !== "presence_update_failed") {
     return error;
   }
-  const timeout = asDbTimeout(error);
-  if (timeout) return timeout;
+  const busy = asDbBusy(error);
+  if (busy) return busy;
   if (error instanceof HttpError || !isDbFailure(error)) return error;
   const missing = asMigrationMissing(error);
   if (missing) return missing;

@@ -43,7 +43,7 @@ import postgres from "postgres";
 import { isListedAdminEmail } from "../_shared/admin.ts";
 import { isProviderDown, providerUnavailable } from "../_shared/auth.ts";
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
-import { asDbTimeout, publicDbError, type Sql } from "../_shared/db.ts";
+import { asDbBusy, publicDbError, type Sql } from "../_shared/db.ts";
 import { asMigrationMissing } from "../_shared/db_function.ts";
 import { linkableAddress, SET_BY_AUTH_SYNC } from "../_shared/email_proof.ts";
 import { HttpError } from "../_shared/errors.ts";
@@ -754,14 +754,14 @@ function _requested(input: UpdateRequest): Field[] {
 // answers are the undo's own): the unique indexes on lower(correo) and
 // lower(nombre_usuario) still have the last word when another writer got
 // there between check and write; a lock or statement timeout is 503
-// db_timeout; a value the row refuses (class 22 data exceptions, other
+// db_timeout, a serialization failure or deadlock 503 db_conflict; a value the row refuses (class 22 data exceptions, other
 // integrity constraints, an app trigger's RAISE) is 422 row_refused.
 function _asHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
   const missing = asMigrationMissing(error);
   if (missing) return missing;
-  const timeout = asDbTimeout(error);
-  if (timeout) return timeout;
+  const busy = asDbBusy(error);
+  if (busy) return busy;
   const taken = _taken(error);
   if (taken) return taken;
   if (

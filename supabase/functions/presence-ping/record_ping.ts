@@ -34,7 +34,11 @@ export type PresenceState = "online" | "offline";
 /** The updated presence of one row, as the response carries it. */
 export interface PresenceRow {
   readonly id: number;
-  readonly ultimo_acceso: string;
+  /**
+   * As stored: `null` only where the app's own trigger left none (or a
+   * time no `Date` holds, `infinity`).
+   */
+  readonly ultimo_acceso: string | null;
   readonly presence_state: PresenceState;
 }
 
@@ -166,8 +170,17 @@ export function presenceResult(row: PresenceResultRow): PresenceResult {
     sessionOk: row.session_ok,
     row: row.id === null ? null : {
       id: Number(row.id),
-      ultimo_acceso: row.ultimo_acceso!.toISOString(),
+      ultimo_acceso: _iso(row.ultimo_acceso),
       presence_state: row.presence_state!,
     },
   };
+}
+
+// The write stands whatever the app's own BEFORE trigger made of the time
+// (a privacy rule that stores none): the answer says what is stored rather
+// than failing a ping whose write committed.
+function _iso(time: Date | null): string | null {
+  return time === null || Number.isNaN(time.getTime())
+    ? null
+    : time.toISOString();
 }
