@@ -23,6 +23,7 @@ import {
   droppedConnection,
 } from "../support/faults.ts";
 import { call, invoke, type Invoked } from "../support/invoke.ts";
+import { logLines } from "../support/logs.ts";
 import {
   startTestStack,
   type TestStack,
@@ -2064,11 +2065,14 @@ e2eTest(
 // PostgreSQL only: PGlite is one session, where a held lock holds everyone.
 if (Deno.env.get("TEST_DATABASE_URL")) {
   e2eTest(
-    "auth-sync: an open intent whose row the app holds locked while reconcile settles it stays open (503 db_timeout), and the next reconcile applies it",
+    "auth-sync: an open intent whose row the app holds locked while reconcile settles it is reported open and left for the next reconcile, which applies it; the other rows' intents are settled all the same (authsync2 L1)",
     async () => {
       const u = await linkedUser("held-intent");
+      const v = await linkedUser("free-intent");
       const newEmail = uniqueEmail("held-new");
+      const freeEmail = uniqueEmail("free-new");
       await deadCallTrace(u, newEmail);
+      await deadCallTrace(v, freeEmail);
       const page = { action: "reconcile", after_id: u.rowId! - 1, limit: 1 };
       // The app's own transaction holds the row past the 1 s lock wait.
       let locked!: () => void;
@@ -2081,19 +2085,30 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
         await released;
       });
       await isLocked;
-      const busy = await authSync(admin, page).finally(release);
+      const lines = await logLines(async () => {
+        const busy = await authSync(admin, page).finally(release);
+        assert.equal(busy.status, 200, JSON.stringify(busy.body));
+        const outcomes = Object.fromEntries(
+          busy.body.settled.map((
+            s: { target_id: number; outcome: string },
+          ) => [s.target_id, s.outcome]),
+        );
+        assert.equal(outcomes[u.rowId!], "open");
+        assert.equal(outcomes[v.rowId!], "applied");
+      });
       await app;
-      assert.equal(busy.status, 503, JSON.stringify(busy.body));
-      assert.equal(busy.body.code, "db_timeout");
-      assert.equal(busy.headers.get("retry-after"), "1");
+      const line = lines.filter((l) => l.startsWith("{")).map((l) =>
+        JSON.parse(l)
+      ).find((l) => l.msg === "Request handled");
+      assert.equal(line?.level, "warn", lines.join("\n"));
+      assert.deepEqual(line?.targets_busy, [u.rowId]);
       assert.equal((await row(u.rowId!)).correo, u.email);
       assert.deepEqual(await intents(u.rowId!), [
         { outcome: null, settled: false, fields: ["email"] },
       ]);
-      // The lease of the refused call lapses before anyone settles again.
-      await stack.sql`
-        update public.auth_sync_leases set expires_at = now() - interval '1 second'
-        where target_id = ${u.rowId}`;
+      await assertConverged(v, freeEmail, [["ok", "settled_applied", [
+        "email",
+      ]]]);
       const settled = await authSync(admin, page);
       assert.equal(settled.status, 200, JSON.stringify(settled.body));
       await assertConverged(u, newEmail, [["ok", "settled_applied", [

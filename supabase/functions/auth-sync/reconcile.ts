@@ -6,16 +6,24 @@
  * @module
  */
 import { type OptionalColumns, withColumns } from "../_shared/columns.ts";
-import type { Sql } from "../_shared/db.ts";
+import { asDbBusy, type Sql } from "../_shared/db.ts";
+import { noteOnRequest } from "../_shared/log.ts";
 import { settleOrphans } from "./intent.ts";
 import { releaseLease, tryLease } from "./lease.ts";
 import { MAX_SYNC_LIMIT, type ReconcileRequest } from "./schema.ts";
 
-/** An open intent, settled (or, on a dry run, found open). */
+/**
+ * An open intent, settled (or, on a dry run or when its row was busy, found
+ * open).
+ */
 export interface SettledView {
   readonly intent_id: string;
   readonly target_id: number;
-  /** How it was settled (intent.ts), or `open` on a dry run. */
+  /**
+   * How it was settled (intent.ts), or `open` on a dry run or when its row
+   * was busy (locked by another transaction past the lock wait: a later
+   * call settles it).
+   */
   readonly outcome: string;
 }
 
@@ -41,7 +49,9 @@ export interface ReconcileResult {
  *
  * - the open intents whose call's lease has lapsed, oldest first and up to
  *   {@linkcode MAX_SYNC_LIMIT} a call, are settled under the row's lease,
- *   taken without waiting (a row another update holds is left for later);
+ *   taken without waiting (a row another update holds is left for later;
+ *   one the app's own transaction holds past the lock wait is reported
+ *   `open`, and the others are settled all the same);
  *   `dry_run` lists them with outcome `open` instead. Paging does not apply
  *   to them: a call after them all finds none left;
  * - among up to `limit` linked rows after `after_id`, in id order, those
@@ -87,15 +97,34 @@ async function _settleOpen(
     }));
   }
   const settled: SettledView[] = [];
+  const busy: number[] = [];
   for (const targetId of new Set(open.map((i) => Number(i.target_id)))) {
     const lease = await tryLease(sql, targetId);
     if (!lease) continue;
     try {
       settled.push(...await settleOrphans(sql, lease, columns));
+    } catch (error) {
+      // A row the app holds locked past the lock wait (a batch job), or a
+      // statement that ran out of time, is left for a later call and
+      // reported open, so that one busy row does not keep every other
+      // intent open and the report from being made. Its intents are
+      // settled one by one under the lease, and the first write to the
+      // row is what waits: none of them was settled. Anything else (the
+      // database gone) fails the call.
+      if (!asDbBusy(error)) throw error;
+      busy.push(targetId);
+      settled.push(
+        ...open.filter((i) => Number(i.target_id) === targetId).map((i) => ({
+          intent_id: i.id,
+          target_id: targetId,
+          outcome: "open",
+        })),
+      );
     } finally {
       await releaseLease(sql, lease);
     }
   }
+  if (busy.length > 0) noteOnRequest({ targets_busy: busy }, "warn");
   return settled;
 }
 
