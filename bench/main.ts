@@ -48,7 +48,7 @@ import { measureScale } from "./scale.ts";
 import { type BenchContext, setUp } from "./stack.ts";
 import type { BenchTokens } from "./users.ts";
 import { measureWork } from "./work.ts";
-import { measureWriteCost } from "./write_cost.ts";
+import { measureBulkCost, measureWriteCost } from "./write_cost.ts";
 
 const _SKIP_INTERVAL_S = 60;
 
@@ -213,16 +213,19 @@ export const PASSES: readonly Pass[] = [{
 }, {
   name: "write-cost",
   runs:
-    "pgbench of the ping's update without and with the ultimo_acceso index and the change-log trigger, on a database of its own (bench/write_cost.ts)",
+    "pgbench of the ping's update without and with the ultimo_acceso index and the change-log trigger; the app's bulk updates before and after the product, on databases of their own (bench/write_cost.ts)",
   needs: [],
-  figures: ["writeCost"],
-  comparedWith: "the same update without the part",
+  figures: ["writeCost", "bulkCost"],
+  comparedWith:
+    "the same update without the part; the table before the product",
   async run(s) {
     s.r.writeCost = [];
     for (const part of ["index", "trigger"] as const) {
       s.log(`Write cost: ${part}, ${s.rounds} round(s)`);
       s.r.writeCost.push(...await measureWriteCost(part, s.rounds, s.cleanups));
     }
+    s.log(`Write cost: the app's bulk updates, ${s.rounds} round(s)`);
+    s.r.bulkCost = await measureBulkCost(s.rounds, s.cleanups);
   },
 }];
 

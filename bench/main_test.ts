@@ -6,6 +6,7 @@ import { TOKEN_CACHE_ENTRIES } from "../supabase/functions/_shared/jwt_local.ts"
 import { TokenCache } from "../supabase/functions/_shared/token_cache.ts";
 import { benchPostgres, freshTokens, PASSES, selectPasses } from "./main.ts";
 import { mintTokens } from "./users.ts";
+import { measureBulkCost } from "./write_cost.ts";
 
 Deno.test("selectPasses: --only adds the passes a pass needs, in table order; an unknown name lists the passes", () => {
   assert.deepEqual(selectPasses(undefined), [...PASSES]);
@@ -132,6 +133,31 @@ async function _running(dir: string): Promise<number[]> {
   return new TextDecoder().decode(ps.stdout).split("\n")
     .filter((l) => l.includes(dir)).map((l) => Number(l.trim().split(" ")[0]));
 }
+
+// presence_state stays HOT (free space, no index on it); ultimo_acceso does
+// only before the product, whose index covers it, triggers or not.
+Deno.test("measureBulkCost: the app's bulk update per column, before the product, with it, and with its triggers dropped", async () => {
+  const given = Deno.env.get("TEST_DATABASE_URL");
+  const pg = await benchPostgres(given);
+  Deno.env.set("TEST_DATABASE_URL", pg.url);
+  try {
+    const rows = await measureBulkCost(1, [], 3_000);
+    assert.deepEqual(
+      rows.map((r) => `${r.table} ${r.column} ${r.hotPercent}%`),
+      [
+        "before presence_state 100%",
+        "before ultimo_acceso 100%",
+        "product presence_state 100%",
+        "product ultimo_acceso 0%",
+        "triggers dropped presence_state 100%",
+        "triggers dropped ultimo_acceso 0%",
+      ],
+    );
+  } finally {
+    if (!given) Deno.env.delete("TEST_DATABASE_URL");
+    await pg.close();
+  }
+});
 
 // ES256 signatures are deterministic here: equal claims, equal tokens.
 // Minting rounds a second apart (a clock stepped 1 s per reading) used to

@@ -13,7 +13,11 @@ import type { CeilingScripts, dbCeiling } from "./pgbench.ts";
 import { READ_ROUNDS, type ReadCost } from "./read_cost.ts";
 import type { measureScale } from "./scale.ts";
 import type { WorkPerPing } from "./work.ts";
-import { WRITE_COST, type WriteCostRow } from "./write_cost.ts";
+import {
+  type BulkCostRow,
+  WRITE_COST,
+  type WriteCostRow,
+} from "./write_cost.ts";
 
 /** One concurrency's pings and ceilings. */
 export interface ThroughputPoint {
@@ -46,6 +50,7 @@ export interface BenchResults {
   explain?: Awaited<ReturnType<typeof measureScale>>["explain"];
   readCost?: ReadCost;
   writeCost?: WriteCostRow[];
+  bulkCost?: BulkCostRow[];
   targets?: { name: string; met: boolean; detail: string }[];
 }
 
@@ -295,21 +300,29 @@ export function formatReport(r: BenchResults): string {
         n(clients * perClient, 0)
       } updates of 1,000 users in ${n(rows, 0)} rows per pass)`,
       table(
-        [
-          "part",
-          "on",
-          "updates/s",
-          "WAL bytes per update",
-          "HOT updates",
-          "bulk update ms per 1,000 rows",
-        ],
+        ["part", "on", "updates/s", "WAL bytes per update", "HOT updates"],
         r.writeCost.map((w) => [
           w.part,
           w.enabled ? "yes" : "no",
           n(w.updatesPerS, 0),
           n(w.walBytesPerUpdate, 0),
           w.hotPercent === null ? "-" : `${n(w.hotPercent, 1)}%`,
-          n(w.bulkMsPer1000Rows, 1),
+        ]),
+      ),
+    );
+  }
+  if (r.bulkCost) {
+    out.push(
+      "",
+      `The app's bulk update of a third of ${n(WRITE_COST.rows, 0)} rows`,
+      table(
+        ["table", "column", "ms per 1,000 rows", "HOT", "temp MiB"],
+        r.bulkCost.map((b) => [
+          b.table,
+          b.column,
+          n(b.msPer1000Rows, 1),
+          `${n(b.hotPercent, 0)}%`,
+          n(b.tempMiB, 1),
         ]),
       ),
     );

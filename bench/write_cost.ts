@@ -5,16 +5,17 @@
  * fresh database with the project's `usuarios` and 100,000 rows, pgbench
  * runs the ping's `SET` (prepared, 4 clients, 40,000 updates of 1,000 users)
  * after a checkpoint, alternately without and with the part, and reports
- * updates/s, WAL bytes per update and the share of HOT updates; then times
- * one bulk update of the app's (a third of the rows' `presence_state` in
- * one statement, as a nightly reset or a backfill writes), which the
- * trigger logs in one statement too.
+ * updates/s, WAL bytes per update and the share of HOT updates.
+ * {@linkcode measureBulkCost} times the app's own bulk updates before and
+ * after the product.
  *
  * @module
  */
 import postgres from "postgres";
-import { PROJECT_DIR } from "../local/migrate.ts";
+import { bootstrapDatabase } from "../local/db/bootstrap.ts";
+import { PROJECT_DIR, pushMigrations } from "../local/migrate.ts";
 import { createTestDatabase } from "../local/testing/database.ts";
+import { LEGACY_USUARIOS } from "../tests/support/legacy.ts";
 import { runPgbench } from "./pgbench.ts";
 
 /** The table's rows and pgbench's clients and updates per client. */
@@ -30,8 +31,6 @@ export interface WriteCostRow {
   updatesPerS: number;
   walBytesPerUpdate: number;
   hotPercent: number | null;
-  /** The bulk update's time per 1,000 rows it wrote, in milliseconds. */
-  bulkMsPer1000Rows: number;
 }
 
 // The trigger pass needs the index's migration too: a deployment with the
@@ -71,6 +70,7 @@ export async function measureWriteCost(
   const sql = postgres(db.url, { max: 1, prepare: false, onnotice: () => {} });
   const rows: WriteCostRow[] = [];
   try {
+    await bootstrapDatabase(db.url); // the roles the migrations grant to
     for (const file of _MIGRATIONS[part]) {
       await sql.unsafe(
         await Deno.readTextFile(`${PROJECT_DIR}supabase/migrations/${file}`),
@@ -108,23 +108,100 @@ where id = :n;
                    / ${clients * perClient} as wal,
                  100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0) as hot
           from pg_stat_user_tables where relid = 'public.usuarios'::regclass`;
-        const t0 = performance.now();
-        const bulk = await sql`
-          update public.usuarios
-          set presence_state = case presence_state when 'online' then 'offline'
-                                                   else 'online' end
-          where id % 3 = 0`;
-        const bulkMs = performance.now() - t0;
         rows.push({
           part,
           enabled,
           updatesPerS: run.rps,
           walBytesPerUpdate: Number(s.wal),
           hotPercent: s.hot === null ? null : Number(s.hot),
-          bulkMsPer1000Rows: 1000 * bulkMs / bulk.count,
         });
       }
     }
+    return rows;
+  } finally {
+    await sql.end();
+    await db.close();
+  }
+}
+
+/** One bulk update of a third of the rows; `tempMiB`: its temporary files. */
+export interface BulkCostRow {
+  table: "before" | "product" | "triggers dropped";
+  column: "presence_state" | "ultimo_acceso";
+  msPer1000Rows: number;
+  hotPercent: number;
+  tempMiB: number;
+}
+
+/**
+ * The app's bulk update of a third of `count` rows in one statement (a
+ * nightly reset, a backfill), of a column no product index covers and of
+ * one that one covers, `rounds` times each after a vacuum, on a fresh
+ * database: on the table before the product (tests/support/legacy.ts,
+ * fillfactor 60 for the free space HOT needs), after `supabase db push` (the
+ * three lookup indexes, the change-log triggers), then with the triggers
+ * dropped (disabled, those with transition tables still fill them).
+ */
+export async function measureBulkCost(
+  rounds: number,
+  cleanups: (() => Promise<unknown>)[],
+  count = WRITE_COST.rows,
+): Promise<BulkCostRow[]> {
+  const db = await createTestDatabase();
+  cleanups.push(() => db.close());
+  const sql = postgres(db.url, { max: 1, prepare: false, onnotice: () => {} });
+  const stats = async () => {
+    await sql`select pg_stat_force_next_flush()`; // flushed as it goes idle
+    return (await sql`
+      select n_tup_upd::float8 as upd, n_tup_hot_upd::float8 as hot,
+             (select temp_bytes from pg_stat_database
+              where datname = current_database())::float8 as temp
+      from pg_stat_user_tables where relid = 'public.usuarios'::regclass`)[0];
+  };
+  const rows: BulkCostRow[] = [];
+  const pass = async (table: BulkCostRow["table"]) => {
+    for (let r = 0; r < rounds; r++) {
+      for (const column of ["presence_state", "ultimo_acceso"] as const) {
+        await sql`vacuum analyze public.usuarios`;
+        const [a, t0] = [await stats(), performance.now()];
+        const bulk = await sql.unsafe(
+          `update public.usuarios set ${column} = ${
+            column === "ultimo_acceso"
+              ? "now()"
+              : "case presence_state when 'online' then 'offline' else 'online' end"
+          } where id % 3 = 0`,
+        );
+        const [ms, b] = [performance.now() - t0, await stats()];
+        rows.push({
+          table,
+          column,
+          msPer1000Rows: 1000 * ms / bulk.count,
+          hotPercent: 100 * (b.hot - a.hot) / (b.upd - a.upd),
+          tempMiB: (b.temp - a.temp) / 2 ** 20,
+        });
+      }
+    }
+  };
+  try {
+    await bootstrapDatabase(db.url);
+    await sql.unsafe(
+      `${LEGACY_USUARIOS} alter table public.usuarios set (fillfactor = 60)`,
+    );
+    await sql`
+      insert into public.usuarios (correo, nombre_usuario, rol, ultimo_acceso,
+                                   presence_state)
+      select 'f' || g || '@bench.test', 'f' || g, 'usuario',
+             now() - random() * interval '1 day', 'offline'
+      from generate_series(1, ${count}::int) g`;
+    await pass("before");
+    await pushMigrations(db.url, { includeSeed: false });
+    await pass("product");
+    await sql.unsafe(`do $$ declare t name; begin
+      for t in select tgname from pg_trigger where not tgisinternal
+                 and tgrelid = 'public.usuarios'::regclass
+      loop execute format('drop trigger %I on public.usuarios', t); end loop;
+    end $$`);
+    await pass("triggers dropped");
     return rows;
   } finally {
     await sql.end();
