@@ -70,10 +70,13 @@ export const SUITE_DEPENDENCIES: Readonly<Record<string, string>> = {
 const AUTH_JS = "packages/core/auth-js";
 
 const USAGE =
-  `Usage: npm run auth-js-suite -- <supabase-js checkout or git dir> [--ref <rev>] [--file <test file>]... [--keep]
+  `Usage: npm run auth-js-suite -- <supabase-js checkout or git dir> [--ref <rev>] [--keys legacy|new] [--file <test file>]... [--keep]
 
 Runs Supabase's auth-js suite against the local Auth stand-in (docs/local.md).
   --ref <rev>    revision of a git directory to run (default HEAD)
+  --keys <kind>  the keys the suite's clients send: legacy (the CLI's anon and
+                 service_role JWTs, default) or new (the stack's
+                 sb_publishable_ and sb_secret_ keys)
   --file <name>  run only this test file of test/ (repeatable)
   --keep         keep the temporary folder (suite, stack log, jest report)`;
 
@@ -193,15 +196,25 @@ export function flowOfTitles(test: SuiteTest): string | null {
  *   of its `signing_keys.json`, which the CLI it was written for is
  *   configured with (`signing_keys_path`). The stand-in has the CLI's
  *   default keys only and its gateway, like Supabase's hosted one, takes
- *   exactly the project's keys as `apikey`, so they become the anon and
- *   service_role keys `supabase start` prints (HS256 over the CLI's JWT
- *   secret, which the file already exports as `GOTRUE_JWT_SECRET`);
+ *   exactly the project's keys as `apikey`, so they become `keys`: by
+ *   default the anon and service_role keys `supabase start` prints (HS256
+ *   over the CLI's JWT secret, which the file already exports as
+ *   `GOTRUE_JWT_SECRET`), or the stack's `sb_publishable_`/`sb_secret_`
+ *   keys (`--keys new`), which the gateway turns into those JWTs as
+ *   Supabase's does;
  * - the admin JWT (`role: supabase_admin`): the same claims, signed HS256
  *   with that secret instead of RS256 with the suite's key.
  *
  * Throws when the file no longer has the shape these rely on.
  */
-export function adaptClients(source: string, authUrl: string): string {
+export function adaptClients(
+  source: string,
+  authUrl: string,
+  keys: { publishable: string; secret: string } = {
+    publishable: LOCAL_ANON_KEY,
+    secret: LOCAL_SERVICE_ROLE_KEY,
+  },
+): string {
   let text = source;
   const replace = (
     pattern: RegExp,
@@ -224,16 +237,16 @@ export function adaptClients(source: string, authUrl: string): string {
   replace(
     /export const SUPABASE_PUBLISHABLE_KEY = jwt\.sign\([\s\S]*?\n\)\n/,
     () =>
-      "// auth_js_suite.ts: the CLI's anon key (the stand-in's gateway takes\n" +
-      "// exactly the project's keys as apikey)\n" +
-      `export const SUPABASE_PUBLISHABLE_KEY = '${LOCAL_ANON_KEY}'\n`,
+      "// auth_js_suite.ts: the project's publishable key (the stand-in's\n" +
+      "// gateway takes exactly the project's keys as apikey)\n" +
+      `export const SUPABASE_PUBLISHABLE_KEY = '${keys.publishable}'\n`,
     "SUPABASE_PUBLISHABLE_KEY = jwt.sign(...)",
   );
   replace(
     /export const SUPABASE_SECRET_KEY = jwt\.sign\([\s\S]*?\n\)\n/,
     () =>
-      "// auth_js_suite.ts: the CLI's service_role key\n" +
-      `export const SUPABASE_SECRET_KEY = '${LOCAL_SERVICE_ROLE_KEY}'\n`,
+      "// auth_js_suite.ts: the project's secret key\n" +
+      `export const SUPABASE_SECRET_KEY = '${keys.secret}'\n`,
     "SUPABASE_SECRET_KEY = jwt.sign(...)",
   );
   replace(
@@ -403,12 +416,16 @@ async function main(): Promise<number> {
     allowPositionals: true,
     options: {
       ref: { type: "string" },
+      keys: { type: "string", default: "legacy" },
       file: { type: "string", multiple: true },
       keep: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help || positionals.length !== 1) {
+  if (
+    values.help || positionals.length !== 1 ||
+    !["legacy", "new"].includes(values.keys)
+  ) {
     console.log(USAGE);
     return values.help ? 0 : 1;
   }
@@ -526,6 +543,9 @@ async function main(): Promise<number> {
       adaptClients(
         await Deno.readTextFile(clients),
         `${stack.apiUrl}/auth/v1`,
+        values.keys === "new"
+          ? { publishable: stack.publishableKey, secret: stack.secretKey }
+          : undefined,
       ),
     );
     // The suite's own `test:generate-keys` step: clients.ts still reads the

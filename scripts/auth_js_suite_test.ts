@@ -45,6 +45,16 @@ Deno.test("adaptClients: URL, the CLI's keys, the admin JWT signed HS256", () =>
   assert.ok(!out.includes("RS256"));
 });
 
+Deno.test("adaptClients: the stack's new API keys in place of the CLI's JWTs (--keys new)", () => {
+  const out = adaptClients(CLIENTS, "http://127.0.0.1:4000/auth/v1", {
+    publishable: "sb_publishable_abc",
+    secret: "sb_secret_def",
+  });
+  assert.ok(out.includes("SUPABASE_PUBLISHABLE_KEY = 'sb_publishable_abc'"));
+  assert.ok(out.includes("SUPABASE_SECRET_KEY = 'sb_secret_def'"));
+  assert.ok(!out.includes(LOCAL_ANON_KEY));
+});
+
 Deno.test("adaptClients: a changed file is refused, not half adapted", () => {
   assert.throws(
     () => adaptClients(CLIENTS.replace("54321", "9999"), "http://x/auth/v1"),
