@@ -615,10 +615,8 @@ function _withFragment(target: string, values: Record<string, string>): string {
 }
 
 // verifyTokenHash: a link's token (or `token_hash`) finds its user.
-// `link`: a GET of a mailed link, which takes the link types only
-// (`verifyGet`); `email` is a code's type. The check comes after the token's
-// own, and refuses inside the transaction, so the token is not spent.
-// `link.flow`: the link's PKCE flow, which ends in an auth code.
+// `link`: a GET of a mailed link; `link.flow`: the link's PKCE flow, which
+// ends in an auth code.
 async function _verifyHash(
   ctx: AuthContext,
   req: Request,
@@ -648,10 +646,8 @@ async function _verifyHash(
       sentAt = _sentAt(user, resolved);
     }
     if (_expired(ctx, sentAt)) throw invalid();
-    // Past `_COLUMNS`, every type but `email` (a code's) is a link's.
-    if (link && type === "email") {
-      throw badRequest("validation_failed", "Unsupported verification type");
-    }
+    // A link's `type=email` goes on as the type it resolved to, as
+    // verifyTokenHash rewrites it for verifyGet.
     return await _complete(ctx, tx, req, user, resolved, hash, link?.flow);
   });
 }
