@@ -503,7 +503,7 @@ export async function verify(
         target = _redirect(redirectTo, { message: _SINGLE_CONFIRMATION }, flow);
       } else {
         const b = done.issued.body;
-        target = _withFragment(redirectTo, {
+        target = _asRedirectUrl(redirectTo, {
           access_token: String(b.access_token),
           expires_at: String(b.expires_at),
           expires_in: String(b.expires_in),
@@ -608,10 +608,29 @@ function _withFragment(target: string, values: Record<string, string>): string {
   const fragment = new URLSearchParams(
     Object.entries(values).sort(([a], [b]) => a.localeCompare(b)),
   );
-  if (!("access_token" in values)) fragment.set("sb", "");
+  fragment.set("sb", "");
   const url = new URL(target);
   url.hash = fragment.toString();
   return url.toString();
+}
+
+// AsRedirectURL: a link's session after the target as it stands, its own
+// fragment kept (`…/#/welcome#access_token=…`), with `sb` and the keys
+// sorted and escaped as Go's url.Values.Encode does.
+function _asRedirectUrl(
+  target: string,
+  values: Record<string, string>,
+): string {
+  const escape = (s: string) =>
+    encodeURIComponent(s).replace(
+      /[!'()*]/g,
+      (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+    ).replaceAll("%20", "+");
+  const encoded = Object.entries({ ...values, sb: "" })
+    .sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+    .map(([k, v]) => `${escape(k)}=${escape(v)}`)
+    .join("&");
+  return `${target}#${encoded}`;
 }
 
 // verifyTokenHash: a link's token (or `token_hash`) finds its user.

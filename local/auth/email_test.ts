@@ -484,6 +484,43 @@ Deno.test("auth email: a mailed link opened with type=email (a code's type) goes
   }, { mailerAutoconfirm: false });
 });
 
+Deno.test("auth email: a followed link's session is put after redirect_to as it stands, as Supabase Auth's AsRedirectURL: the target's own fragment kept (#/welcome#access_token=…), sb= always, keys sorted", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    const signUp = await h.anon().auth.signUp({ email, password: "secret123" });
+    assert.equal(signUp.error, null);
+    const reset = await h.anon().auth.resetPasswordForEmail(email, {
+      redirectTo: "http://127.0.0.1:3000/#/welcome",
+    });
+    assert.equal(reset.error, null);
+    const res = await fetch(only(h, email, "recovery").link, {
+      redirect: "manual",
+    });
+    await res.body?.cancel();
+    assert.equal(res.status, 303);
+    const location = res.headers.get("location")!;
+    const [target, session, ...rest] = location.split("#");
+    assert.deepEqual(
+      [target, session, rest],
+      ["http://127.0.0.1:3000/", "/welcome", [rest[0]]],
+      location,
+    );
+    const values = new URLSearchParams(rest[0]);
+    assert.deepEqual([...values.keys()], [
+      "access_token",
+      "expires_at",
+      "expires_in",
+      "refresh_token",
+      "sb",
+      "token_type",
+      "type",
+    ]);
+    assert.equal(values.get("sb"), "");
+    assert.equal(values.get("type"), "recovery");
+    assert.equal(jwtPart(values.get("access_token")!, 1).email, email);
+  });
+});
+
 Deno.test("auth email: verifyOtp with a phone answers as Supabase Auth does when no account has it (403 otp_expired; a malformed number 400 validation_failed)", async () => {
   await withHarness(async (h) => {
     const missing = await h.anon().auth.verifyOtp({
