@@ -260,14 +260,14 @@ export async function sendEmailChange(
     type: "email_change",
     link: actionLink(ctx, hashNew, "email_change", redirectTo),
     otp: codeNew,
-  }, { newEmail });
+  }, { newEmail, email: current });
   if (current) {
     ctx.inbox.send({
       to: current,
       type: "email_change",
       link: actionLink(ctx, hashCurrent, "email_change", redirectTo),
       otp: codeCurrent,
-    }, { newEmail });
+    }, { newEmail, email: current });
   }
 }
 

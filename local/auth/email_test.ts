@@ -285,6 +285,32 @@ Deno.test("auth email: updateUser({ email }) mails both addresses; with confirma
   }, { mailerAutoconfirm: false });
 });
 
+Deno.test("auth email: in both email-change mails {{ .Email }} is the current address and {{ .NewEmail }} the new one, as Supabase Auth's templatemailer fills them", async () => {
+  await withHarness(async (h) => {
+    const { email, password } = await confirmedUser(h);
+    const client = h.anon();
+    assert.equal(
+      (await client.auth.signInWithPassword({ email, password })).error,
+      null,
+    );
+    const newEmail = freshEmail("new");
+    assert.equal(
+      (await client.auth.updateUser({ email: newEmail })).error,
+      null,
+    );
+    const expected = `from ${email} to ${newEmail}`;
+    assert.equal(only(h, newEmail, "email_change").subject, expected);
+    assert.equal(only(h, email, "email_change").subject, expected);
+  }, {
+    emailTemplates: {
+      email_change: {
+        subject: "from {{ .Email }} to {{ .NewEmail }}",
+        html: "<p>{{ .ConfirmationURL }}</p>",
+      },
+    },
+  });
+});
+
 Deno.test("auth email: an email change confirmed by an account without an email identity makes one for the new address, as verify.go emailChangeVerify does", async () => {
   await withHarness(async (h) => {
     const { email, password, user } = await confirmedUser(h);
