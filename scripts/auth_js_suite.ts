@@ -197,7 +197,10 @@ export function flowOfTitles(test: SuiteTest): string | null {
  *   service_role keys `supabase start` prints (HS256 over the CLI's JWT
  *   secret, which the file already exports as `GOTRUE_JWT_SECRET`);
  * - the admin JWT (`role: supabase_admin`): the same claims, signed HS256
- *   with that secret instead of RS256 with the suite's key.
+ *   with that secret instead of RS256 with the suite's key. The stand-in,
+ *   like `supabase start` (GOTRUE_JWT_ADMIN_ROLES=service_role), refuses it
+ *   on /admin; the suite's one use of it (a deleteUser in
+ *   GoTrueClient.test.ts) does not check the answer.
  *
  * Throws when the file no longer has the shape these rely on.
  */
