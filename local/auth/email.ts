@@ -76,17 +76,20 @@ export type SignUp = (
 ) => Promise<Response>;
 
 /**
- * Where a link sends the browser back to: `redirect_to` (query) or the
- * Referer when allowed ({@linkcode isRedirectAllowed}), else `site_url`, as
- * `GetReferrer` does.
+ * Where a link sends the browser back to, as `GetReferrer` picks it: the
+ * `redirect_to` request header, or else the query's `redirect_to`, when
+ * allowed ({@linkcode isRedirectAllowed}); else the Referer when allowed;
+ * else `site_url`.
  */
 export function redirectTarget(ctx: AuthContext, req: Request): string {
-  const url = new URL(req.url);
-  const asked = url.searchParams.get("redirect_to") ??
-    req.headers.get("referer") ?? "";
-  return isRedirectAllowed(ctx.siteUrl, ctx.additionalRedirectUrls, asked)
-    ? asked
-    : ctx.siteUrl;
+  const asked = req.headers.get("redirect_to") ||
+    new URL(req.url).searchParams.get("redirect_to") || "";
+  for (const candidate of [asked, req.headers.get("referer") ?? ""]) {
+    if (
+      isRedirectAllowed(ctx.siteUrl, ctx.additionalRedirectUrls, candidate)
+    ) return candidate;
+  }
+  return ctx.siteUrl;
 }
 
 /** `sha224(email + code)` in hex, Supabase Auth's `GenerateTokenHash`. */

@@ -91,6 +91,44 @@ Deno.test("auth email: resetPasswordForEmail mails a recovery link; following it
   });
 });
 
+Deno.test("auth email: a mail's redirect_to is picked as Supabase Auth's GetReferrer: the redirect_to header, else the query's, when allowed; else an allowed Referer; else site_url", async () => {
+  await withHarness(async (h) => {
+    const { email } = await confirmedUser(h);
+    const site = "http://127.0.0.1:3000";
+    const referer = `${site}/from-referer`;
+    const cases: [Record<string, string>, string, string][] = [
+      [{ Referer: referer }, "?redirect_to=https://evil.example/x", referer],
+      [{ Referer: referer }, "?redirect_to=", referer],
+      [{ Referer: referer }, `?redirect_to=${site}/asked`, `${site}/asked`],
+      [
+        { Referer: referer, redirect_to: `${site}/header` },
+        `?redirect_to=${site}/asked`,
+        `${site}/header`,
+      ],
+      [
+        { Referer: "https://evil.example/r" },
+        "?redirect_to=https://e.x/",
+        site,
+      ],
+    ];
+    for (const [headers, query, expected] of cases) {
+      h.advance(2000); // max_frequency
+      const res = await h.fetch(`/recover${query}`, {
+        method: "POST",
+        body: JSON.stringify({ email }),
+        headers: { "Content-Type": "application/json", ...headers },
+      });
+      assert.equal(res.status, 200, await res.text());
+      const link = new URL(h.inbox.list(email)[0].link);
+      assert.equal(
+        link.searchParams.get("redirect_to"),
+        expected,
+        JSON.stringify({ headers, query }),
+      );
+    }
+  }, { siteUrl: "http://127.0.0.1:3000" });
+});
+
 Deno.test("auth email: recover for an unknown address answers 200 {} and mails nothing; a second request within max_frequency is 429 over_email_send_rate_limit", async () => {
   await withHarness(async (h) => {
     const unknown = await h.fetch("/recover", {
