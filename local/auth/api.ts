@@ -14,7 +14,7 @@
 import { handleAdmin } from "./admin.ts";
 import { invite } from "./admin_links.ts";
 import type { AuthContext } from "./context.ts";
-import { DEFAULT_ROLE } from "./context.ts";
+import { DEFAULT_AUD, DEFAULT_ROLE } from "./context.ts";
 import {
   ApiError,
   badRequest,
@@ -736,9 +736,12 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
   if (password !== null) {
     checkPasswordStrength(password, ctx.minPasswordLength);
   }
-  if (appData !== null) {
-    // isAdmin() needs role "admin" in the default audience; API users never
-    // have it.
+  // isAdmin(): the stored user's role is "admin" (GOTRUE_JWT_ADMIN_GROUP_NAME,
+  // which only an admin can give: updateUserById({ role })) in the default
+  // audience. Anyone else: 403.
+  if (
+    appData !== null && !(user.aud === DEFAULT_AUD && user.role === "admin")
+  ) {
     throw forbidden(
       "not_admin",
       "Updating app_metadata requires admin privileges",
@@ -777,6 +780,12 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
       const fresh = (await findUserById(tx, user.id))!;
       await updateUser(tx, user.id, {
         raw_user_meta_data: mergeMetadata(fresh.raw_user_meta_data, data),
+      }, now);
+    }
+    if (appData !== null) {
+      const fresh = (await findUserById(tx, user.id))!;
+      await updateUser(tx, user.id, {
+        raw_app_meta_data: mergeMetadata(fresh.raw_app_meta_data, appData),
       }, now);
     }
     if (changingEmail) {

@@ -438,6 +438,50 @@ Deno.test("auth api: updateUser with a new email records it as new_email awaitin
   });
 });
 
+Deno.test("auth api: updateUser with app_metadata is allowed for a user whose stored role is admin in the default audience (Supabase Auth's isAdmin), merged as an admin update; 403 not_admin for anyone else", async () => {
+  await withHarness(async (h) => {
+    const { client, user } = await signedUp(h);
+    const token = (await client.auth.getSession()).data.session!.access_token;
+    const put = (body: unknown) =>
+      h.fetch("/user", {
+        method: "PUT",
+        headers: bearer(token),
+        body: JSON.stringify(body),
+      });
+    const refused = await put({ app_metadata: { plan: "pro" } });
+    assert.equal(refused.status, 403);
+    assert.equal((await json(refused)).error_code, "not_admin");
+
+    // The stored role counts, not the token's (still "authenticated").
+    const promoted = await h.admin().auth.admin.updateUserById(user.id, {
+      role: "admin",
+    });
+    assert.equal(promoted.error, null);
+    const ok = await put({ app_metadata: { plan: "pro" } });
+    assert.equal(ok.status, 200);
+    const body = await json(ok);
+    assert.deepEqual(body.app_metadata, {
+      provider: "email",
+      providers: ["email"],
+      plan: "pro",
+    });
+    assert.equal(body.role, "admin");
+    const removed = await put({ app_metadata: { plan: null } });
+    assert.equal(removed.status, 200);
+    assert.deepEqual((await json(removed)).app_metadata, {
+      provider: "email",
+      providers: ["email"],
+    });
+
+    // Another audience (an admin update cannot move a user there, as in
+    // Supabase Auth): not an admin.
+    await h.sql`update auth.users set aud = 'other' where id = ${user.id}`;
+    const elsewhere = await put({ app_metadata: { plan: "pro" } });
+    assert.equal(elsewhere.status, 403);
+    assert.equal((await json(elsewhere)).error_code, "not_admin");
+  });
+});
+
 Deno.test("auth api: refreshSession rotates the refresh token and revokes the old one", async () => {
   await withHarness(async (h) => {
     const { client, session } = await signedUp(h);
