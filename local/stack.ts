@@ -281,6 +281,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       jwtExpiry: config.jwtExpiry,
       mailerAutoconfirm: !(options.emailConfirmations ??
         config.emailConfirmations),
+      phoneAutoconfirm: config.phoneAutoconfirm,
       issuer: `${apiUrl}/auth/v1`,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
@@ -601,6 +602,8 @@ function _config(text: string) {
 export interface AuthConfig {
   jwtExpiry: number;
   emailConfirmations: boolean;
+  /** `[auth.sms] enable_confirmations` off, as the CLI sets it. */
+  phoneAutoconfirm: boolean;
   siteUrl: string;
   additionalRedirectUrls: string[];
   otpExpiry: number;
@@ -641,7 +644,7 @@ export function authConfig(
         template?: Record<string, { subject?: string; content_path?: string }>;
         notification?: Record<string, { enabled?: unknown }>;
       };
-      sms?: { enable_signup?: unknown };
+      sms?: { enable_signup?: unknown; enable_confirmations?: unknown };
       external?: Record<string, { enabled?: unknown }>;
       mfa?: Record<string, unknown>;
     };
@@ -747,6 +750,7 @@ export function authConfig(
     emailTemplates: _emailTemplates(auth.email?.template ?? {}, unsupported),
     jwtExpiry: auth.jwt_expiry ?? 3600,
     emailConfirmations: auth.email?.enable_confirmations ?? false,
+    phoneAutoconfirm: auth.sms?.enable_confirmations !== true,
     siteUrl: auth.site_url ?? "http://127.0.0.1:3000",
     additionalRedirectUrls: auth.additional_redirect_urls ?? [],
     otpExpiry: auth.email?.otp_expiry ?? 3600,

@@ -160,3 +160,18 @@ Deno.test("authConfig: captcha, jwt_issuer, external_url, signing_keys_path, not
     assert.deepEqual(refused, []);
   }
 });
+
+Deno.test("authConfig: phone_autoconfirm is [auth.sms] enable_confirmations off, as the CLI sets GOTRUE_SMS_AUTOCONFIRM (on by default)", () => {
+  assert.equal(
+    authConfig('[auth]\nsite_url = "http://x"\n').phoneAutoconfirm,
+    true,
+  );
+  assert.equal(
+    authConfig("[auth.sms]\nenable_confirmations = false\n").phoneAutoconfirm,
+    true,
+  );
+  assert.equal(
+    authConfig("[auth.sms]\nenable_confirmations = true\n").phoneAutoconfirm,
+    false,
+  );
+});

@@ -59,6 +59,7 @@ export async function startHarness(
     & Pick<
       AuthApiOptions,
       | "mailerAutoconfirm"
+      | "phoneAutoconfirm"
       | "signupEnabled"
       | "minPasswordLength"
       | "siteUrl"

@@ -111,6 +111,11 @@ export interface AuthApiOptions {
    * config.toml `[auth.email] enable_confirmations = false`).
    */
   mailerAutoconfirm?: boolean;
+  /**
+   * `/settings`' `phone_autoconfirm` (default true, as config.toml
+   * `[auth.sms] enable_confirmations = false`).
+   */
+  phoneAutoconfirm?: boolean;
   /** Where mails go (default: an inbox of its own, see `inbox`). */
   inbox?: Inbox;
   /** config.toml `[auth] site_url` (default `http://127.0.0.1:3000`). */
@@ -160,6 +165,7 @@ export function createAuthApi(
     issuer: options.issuer,
     now: options.now ?? Date.now,
     mailerAutoconfirm: options.mailerAutoconfirm ?? true,
+    phoneAutoconfirm: options.phoneAutoconfirm ?? true,
     externalUrl: options.externalUrl ?? options.issuer,
     inbox: options.inbox ?? new Inbox(),
     siteUrl: options.siteUrl ?? "http://127.0.0.1:3000",
@@ -375,7 +381,7 @@ function _settings(ctx: AuthContext): Response {
     external,
     disable_signup: !ctx.signupEnabled,
     mailer_autoconfirm: ctx.mailerAutoconfirm,
-    phone_autoconfirm: false,
+    phone_autoconfirm: ctx.phoneAutoconfirm,
     sms_provider: "twilio",
     saml_enabled: false,
     saml_private_key_next_configured: false,

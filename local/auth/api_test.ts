@@ -140,6 +140,7 @@ Deno.test("auth api: with confirmations on, signUp gives the unconfirmed user an
   await withHarness(async (h) => {
     const settings = await json(await h.fetch("/settings"));
     assert.equal(settings.mailer_autoconfirm, false);
+    assert.equal(settings.phone_autoconfirm, false);
     const email = freshEmail();
     const { data, error } = await h.anon().auth.signUp({
       email,
@@ -158,7 +159,7 @@ Deno.test("auth api: with confirmations on, signUp gives the unconfirmed user an
     assert.ok(isAuthApiError(signIn.error));
     assert.equal(signIn.error.status, 400);
     assert.equal(signIn.error.code, "email_not_confirmed");
-  }, { mailerAutoconfirm: false });
+  }, { mailerAutoconfirm: false, phoneAutoconfirm: false });
 });
 
 Deno.test("auth api: with confirmations on, signUp of a confirmed address answers 200 with a made-up user and no session", async () => {
@@ -905,6 +906,9 @@ Deno.test("auth api: jwks.json publishes the ES256 verification key; health and 
     assert.equal((await json(health)).name, "GoTrue");
     const settings = await json(await h.fetch("/settings"));
     assert.equal(settings.mailer_autoconfirm, true);
+    // The CLI's GOTRUE_SMS_AUTOCONFIRM: `[auth.sms] enable_confirmations`
+    // off, by default.
+    assert.equal(settings.phone_autoconfirm, true);
     assert.equal((settings.external as Record<string, boolean>).email, true);
 
     const missing = await h.fetch("/nope");

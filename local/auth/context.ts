@@ -32,6 +32,12 @@ export interface AuthContext {
    * sign-up waits for its confirmation and gets no session.
    */
   mailerAutoconfirm: boolean;
+  /**
+   * `phone_autoconfirm` of `/settings` (config.toml `[auth.sms]
+   * enable_confirmations = false`, the CLI's `GOTRUE_SMS_AUTOCONFIRM`). No
+   * phone sign-up is served; only `/settings` says it.
+   */
+  phoneAutoconfirm: boolean;
   /** Base of mail links, `…/auth/v1` (`API_EXTERNAL_URL`). */
   externalUrl: string;
   /** Where mails go (the local inbox). */
