@@ -113,7 +113,7 @@ const _CORS = { "Access-Control-Allow-Origin": "*" };
  * The `Authorization` header Auth receives, as the CLI's Kong sets it: a
  * caller's own bearer token passes unless it is an `sb_` key (not a JWT:
  * supabase-js sends its API key there when there is no session); otherwise
- * an opaque `apikey` is replaced by the legacy JWT it stands for, so the
+ * an opaque `apikey` header is replaced by the legacy JWT it stands for, so the
  * secret key acts as `service_role` and the publishable key as `anon`.
  * `null`: leave the header as it is.
  *
@@ -144,8 +144,9 @@ function _withAuthorization(
   req: Request,
   opaqueKeys: Readonly<Record<string, string>>,
 ): Request {
-  const url = new URL(req.url);
-  const apikey = req.headers.get("apikey") ?? url.searchParams.get("apikey");
+  // The `apikey` header only, as the CLI's Kong builds the bearer: a key in
+  // the query passes the key check but gives Auth no token.
+  const apikey = req.headers.get("apikey");
   const header = authorizationFor(
     req.headers.get("authorization"),
     apikey,

@@ -281,6 +281,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       jwtExpiry: config.jwtExpiry,
       mailerAutoconfirm: !(options.emailConfirmations ??
         config.emailConfirmations),
+      phoneAutoconfirm: config.phoneAutoconfirm,
       issuer: `${apiUrl}/auth/v1`,
       anonKey: LOCAL_ANON_KEY,
       serviceRoleKey: LOCAL_SERVICE_ROLE_KEY,
@@ -601,6 +602,8 @@ function _config(text: string) {
 export interface AuthConfig {
   jwtExpiry: number;
   emailConfirmations: boolean;
+  /** `[auth.sms] enable_confirmations` off, as the CLI sets it. */
+  phoneAutoconfirm: boolean;
   siteUrl: string;
   additionalRedirectUrls: string[];
   otpExpiry: number;
@@ -630,12 +633,20 @@ export function authConfig(
       minimum_password_length?: number;
       password_requirements?: string;
       hook?: Record<string, { enabled?: unknown }>;
+      jwt_issuer?: unknown;
+      external_url?: unknown;
+      signing_keys_path?: unknown;
+      captcha?: { enabled?: unknown };
       email?: {
         enable_confirmations?: boolean;
         otp_expiry?: number;
         enable_signup?: boolean;
         template?: Record<string, { subject?: string; content_path?: string }>;
+        notification?: Record<string, { enabled?: unknown }>;
       };
+      sms?: { enable_signup?: unknown; enable_confirmations?: unknown };
+      external?: Record<string, { enabled?: unknown }>;
+      mfa?: Record<string, unknown>;
     };
   };
   const auth = config.auth ?? {};
@@ -677,10 +688,69 @@ export function authConfig(
       "email is its only provider",
     );
   }
+  if (auth.captcha?.enabled === true) {
+    unsupported(
+      "[auth.captcha] enabled = true",
+      "no captcha is checked: sign-ups and sign-ins without a captcha_token would pass",
+    );
+  }
+  for (
+    const [key, what] of [
+      ["jwt_issuer", "tokens' iss is the local API's /auth/v1"],
+      [
+        "external_url",
+        "tokens' iss and mailed links are the local API's /auth/v1",
+      ],
+      ["signing_keys_path", "tokens are signed with the stack's own key"],
+    ] as const
+  ) {
+    const value = auth[key];
+    if (value !== undefined && value !== "") {
+      unsupported(`[auth] ${key} = ${JSON.stringify(value)}`, what);
+    }
+  }
+  for (
+    const [kind, { enabled }] of Object.entries(
+      auth.email?.notification ?? {},
+    )
+  ) {
+    if (enabled === true) {
+      unsupported(
+        `[auth.email.notification.${kind}] enabled = true`,
+        "notification mails are not sent",
+      );
+    }
+  }
+  if (auth.sms?.enable_signup === true) {
+    unsupported(
+      "[auth.sms] enable_signup = true",
+      "email is its only provider",
+    );
+  }
+  for (const [provider, { enabled }] of Object.entries(auth.external ?? {})) {
+    if (enabled === true) {
+      unsupported(
+        `[auth.external.${provider}] enabled = true`,
+        "no OAuth provider is served",
+      );
+    }
+  }
+  for (const [factor, settings] of Object.entries(auth.mfa ?? {})) {
+    if (typeof settings !== "object" || settings === null) continue;
+    for (const key of ["enroll_enabled", "verify_enabled"]) {
+      if ((settings as Record<string, unknown>)[key] === true) {
+        unsupported(
+          `[auth.mfa.${factor}] ${key} = true`,
+          "no MFA factor is served",
+        );
+      }
+    }
+  }
   return {
     emailTemplates: _emailTemplates(auth.email?.template ?? {}, unsupported),
     jwtExpiry: auth.jwt_expiry ?? 3600,
     emailConfirmations: auth.email?.enable_confirmations ?? false,
+    phoneAutoconfirm: auth.sms?.enable_confirmations !== true,
     siteUrl: auth.site_url ?? "http://127.0.0.1:3000",
     additionalRedirectUrls: auth.additional_redirect_urls ?? [],
     otpExpiry: auth.email?.otp_expiry ?? 3600,

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { createClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { startPgliteServer } from "./db/pglite_server.ts";
-import { configPorts, startStack } from "./stack.ts";
+import { StartError } from "./start_error.ts";
+import { authConfig, configPorts, startStack } from "./stack.ts";
 import { createTestDatabase } from "./testing/database.ts";
 
 Deno.test("startStack: Auth works through the pool it is given (ended with the stack), and onResponse sees every answered request with its status", async () => {
@@ -80,4 +81,97 @@ Deno.test("configPorts: [api] port and [db] port of config.toml, the CLI's way t
   });
   // The project's own file.
   assert.deepEqual(configPorts(), { api: 54321, db: 54322, mail: 54324 });
+});
+
+Deno.test("authConfig: captcha, jwt_issuer, external_url, signing_keys_path, notification mails, SMS sign-ups, OAuth providers and MFA factors turned on are refused at start with a line naming them; their supabase init defaults and the project's file are not", () => {
+  for (
+    const [toml, named] of [
+      [
+        '[auth.captcha]\nenabled = true\nprovider = "hcaptcha"\n',
+        "[auth.captcha] enabled = true",
+      ],
+      [
+        '[auth]\njwt_issuer = "https://issuer.example/auth/v1"\n',
+        '[auth] jwt_issuer = "https://issuer.example/auth/v1"',
+      ],
+      [
+        '[auth]\nexternal_url = "https://auth.example/auth/v1"\n',
+        "[auth] external_url",
+      ],
+      [
+        '[auth]\nsigning_keys_path = "./signing_keys.json"\n',
+        "[auth] signing_keys_path",
+      ],
+      [
+        "[auth.email.notification.password_changed]\nenabled = true\n",
+        "[auth.email.notification.password_changed] enabled = true",
+      ],
+      ["[auth.sms]\nenable_signup = true\n", "[auth.sms] enable_signup = true"],
+      [
+        '[auth.external.github]\nenabled = true\nclient_id = "x"\n',
+        "[auth.external.github] enabled = true",
+      ],
+      [
+        "[auth.mfa.totp]\nenroll_enabled = true\nverify_enabled = true\n",
+        "[auth.mfa.totp] enroll_enabled = true",
+      ],
+      [
+        "[auth.mfa.web_authn]\nverify_enabled = true\n",
+        "[auth.mfa.web_authn] verify_enabled = true",
+      ],
+    ]
+  ) {
+    assert.throws(() => authConfig(toml), (error: unknown) => {
+      assert.ok(error instanceof StartError, String(error));
+      assert.ok(error.line().includes(named), error.line());
+      assert.match(error.line(), /does not support/);
+      return true;
+    });
+  }
+  // What supabase init writes for them (apps/cli-go/pkg/config/templates/
+  // config.toml), commented-out lines left out, and the project's own file.
+  const init = [
+    "[auth]",
+    'site_url = "http://127.0.0.1:3000"',
+    'jwt_issuer = ""',
+    'external_url = ""',
+    "[auth.email.notification.password_changed]",
+    "enabled = false",
+    "[auth.sms]",
+    "enable_signup = false",
+    "enable_confirmations = false",
+    "[auth.mfa]",
+    "max_enrolled_factors = 10",
+    "[auth.mfa.totp]",
+    "enroll_enabled = false",
+    "verify_enabled = false",
+    "[auth.mfa.phone]",
+    "enroll_enabled = false",
+    "verify_enabled = false",
+    "[auth.external.apple]",
+    "enabled = false",
+    "[auth.web3.solana]",
+    "enabled = false",
+    "",
+  ].join("\n");
+  for (const text of [init, undefined]) {
+    const refused: string[] = [];
+    authConfig(text, (setting) => refused.push(setting));
+    assert.deepEqual(refused, []);
+  }
+});
+
+Deno.test("authConfig: phone_autoconfirm is [auth.sms] enable_confirmations off, as the CLI sets GOTRUE_SMS_AUTOCONFIRM (on by default)", () => {
+  assert.equal(
+    authConfig('[auth]\nsite_url = "http://x"\n').phoneAutoconfirm,
+    true,
+  );
+  assert.equal(
+    authConfig("[auth.sms]\nenable_confirmations = false\n").phoneAutoconfirm,
+    true,
+  );
+  assert.equal(
+    authConfig("[auth.sms]\nenable_confirmations = true\n").phoneAutoconfirm,
+    false,
+  );
 });

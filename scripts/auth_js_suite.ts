@@ -203,7 +203,10 @@ export function flowOfTitles(test: SuiteTest): string | null {
  *   keys (`--keys new`), which the gateway turns into those JWTs as
  *   Supabase's does;
  * - the admin JWT (`role: supabase_admin`): the same claims, signed HS256
- *   with that secret instead of RS256 with the suite's key.
+ *   with that secret instead of RS256 with the suite's key. The stand-in,
+ *   like `supabase start` (GOTRUE_JWT_ADMIN_ROLES=service_role), refuses it
+ *   on /admin; the suite's one use of it (a deleteUser in
+ *   GoTrueClient.test.ts) does not check the answer.
  *
  * Throws when the file no longer has the shape these rely on.
  */

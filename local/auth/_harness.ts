@@ -10,7 +10,7 @@ import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import { bootstrapDatabase } from "../db/bootstrap.ts";
 import { createTestDatabase } from "../testing/database.ts";
 import { type AuthApiOptions, createAuthApi } from "./api.ts";
-import { Inbox } from "./mailer.ts";
+import { Inbox, type MailTemplate, type MailType } from "./mailer.ts";
 import {
   generateSigningKey,
   LOCAL_ANON_KEY,
@@ -50,18 +50,24 @@ export interface Harness {
 
 /**
  * Starts a fresh stand-in on a fresh database; `mailerAutoconfirm: false`
- * makes sign-ups wait for confirmation; other settings as config.toml's.
+ * makes sign-ups wait for confirmation; `emailTemplates`: the project's own
+ * mails (config.toml `[auth.email.template.*]`); other settings as
+ * config.toml's.
  */
 export async function startHarness(
-  options: Pick<
-    AuthApiOptions,
-    | "mailerAutoconfirm"
-    | "signupEnabled"
-    | "minPasswordLength"
-    | "siteUrl"
-    | "additionalRedirectUrls"
-  > = {},
+  options:
+    & Pick<
+      AuthApiOptions,
+      | "mailerAutoconfirm"
+      | "phoneAutoconfirm"
+      | "signupEnabled"
+      | "minPasswordLength"
+      | "siteUrl"
+      | "additionalRedirectUrls"
+    >
+    & { emailTemplates?: Partial<Record<MailType, MailTemplate>> } = {},
 ): Promise<Harness> {
+  const { emailTemplates, ...apiOptions } = options;
   const db = await createTestDatabase();
   await bootstrapDatabase(db.url);
   const sql = postgres(db.url, {
@@ -71,7 +77,7 @@ export async function startHarness(
   });
   const signingKey = await generateSigningKey();
   let offset = 0;
-  const inbox = new Inbox();
+  const inbox = new Inbox(() => {}, { templates: emailTemplates });
   const logs: string[] = [];
   // Bound first, so mail links can point at this server.
   let handler: (req: Request) => Promise<Response> = () =>
@@ -93,7 +99,7 @@ export async function startHarness(
     now: () => Date.now() + offset,
     inbox,
     log: (line) => logs.push(line),
-    ...options,
+    ...apiOptions,
   });
   const clients: SupabaseClient[] = [];
   const client = (key: string, flowType: "implicit" | "pkce" = "implicit") => {

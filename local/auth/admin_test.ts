@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { isAuthApiError } from "@supabase/supabase-js";
 import { confirmedUser, freshEmail, json, withHarness } from "./_harness.ts";
-import { LOCAL_ANON_KEY, LOCAL_SERVICE_ROLE_KEY } from "./keys.ts";
+import { signHs256 } from "./jwt.ts";
+import {
+  LOCAL_ANON_KEY,
+  LOCAL_JWT_SECRET,
+  LOCAL_SERVICE_ROLE_KEY,
+} from "./keys.ts";
 
 const ADMIN = { Authorization: `Bearer ${LOCAL_SERVICE_ROLE_KEY}` };
 
@@ -39,6 +44,23 @@ Deno.test("auth admin: requests without an admin role are refused with 403 not_a
     const viaClient = await h.anon().auth.admin.listUsers();
     assert.ok(isAuthApiError(viaClient.error));
     assert.equal(viaClient.error.code, "not_admin");
+  });
+});
+
+Deno.test("auth admin: a token with role supabase_admin is refused with 403 not_admin, as supabase start configures Auth (GOTRUE_JWT_ADMIN_ROLES=service_role)", async () => {
+  await withHarness(async (h) => {
+    const token = await signHs256(
+      { sub: "1234567890", role: "supabase_admin" },
+      LOCAL_JWT_SECRET,
+    );
+    const res = await h.fetch("/admin/users", {
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    assert.equal(res.status, 403);
+    assert.equal((await json(res)).error_code, "not_admin");
+    const service = await h.fetch("/admin/users", { headers: ADMIN });
+    assert.equal(service.status, 200);
+    await service.body?.cancel();
   });
 });
 

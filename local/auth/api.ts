@@ -14,7 +14,7 @@
 import { handleAdmin } from "./admin.ts";
 import { invite } from "./admin_links.ts";
 import type { AuthContext } from "./context.ts";
-import { DEFAULT_ROLE } from "./context.ts";
+import { DEFAULT_AUD, DEFAULT_ROLE } from "./context.ts";
 import {
   ApiError,
   badRequest,
@@ -111,6 +111,11 @@ export interface AuthApiOptions {
    * config.toml `[auth.email] enable_confirmations = false`).
    */
   mailerAutoconfirm?: boolean;
+  /**
+   * `/settings`' `phone_autoconfirm` (default true, as config.toml
+   * `[auth.sms] enable_confirmations = false`).
+   */
+  phoneAutoconfirm?: boolean;
   /** Where mails go (default: an inbox of its own, see `inbox`). */
   inbox?: Inbox;
   /** config.toml `[auth] site_url` (default `http://127.0.0.1:3000`). */
@@ -160,6 +165,7 @@ export function createAuthApi(
     issuer: options.issuer,
     now: options.now ?? Date.now,
     mailerAutoconfirm: options.mailerAutoconfirm ?? true,
+    phoneAutoconfirm: options.phoneAutoconfirm ?? true,
     externalUrl: options.externalUrl ?? options.issuer,
     inbox: options.inbox ?? new Inbox(),
     siteUrl: options.siteUrl ?? "http://127.0.0.1:3000",
@@ -375,7 +381,7 @@ function _settings(ctx: AuthContext): Response {
     external,
     disable_signup: !ctx.signupEnabled,
     mailer_autoconfirm: ctx.mailerAutoconfirm,
-    phone_autoconfirm: false,
+    phone_autoconfirm: ctx.phoneAutoconfirm,
     sms_provider: "twilio",
     saml_enabled: false,
     saml_private_key_next_configured: false,
@@ -736,9 +742,12 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
   if (password !== null) {
     checkPasswordStrength(password, ctx.minPasswordLength);
   }
-  if (appData !== null) {
-    // isAdmin() needs role "admin" in the default audience; API users never
-    // have it.
+  // isAdmin(): the stored user's role is "admin" (GOTRUE_JWT_ADMIN_GROUP_NAME,
+  // which only an admin can give: updateUserById({ role })) in the default
+  // audience. Anyone else: 403.
+  if (
+    appData !== null && !(user.aud === DEFAULT_AUD && user.role === "admin")
+  ) {
     throw forbidden(
       "not_admin",
       "Updating app_metadata requires admin privileges",
@@ -777,6 +786,12 @@ async function _putUser(ctx: AuthContext, req: Request): Promise<Response> {
       const fresh = (await findUserById(tx, user.id))!;
       await updateUser(tx, user.id, {
         raw_user_meta_data: mergeMetadata(fresh.raw_user_meta_data, data),
+      }, now);
+    }
+    if (appData !== null) {
+      const fresh = (await findUserById(tx, user.id))!;
+      await updateUser(tx, user.id, {
+        raw_app_meta_data: mergeMetadata(fresh.raw_app_meta_data, appData),
       }, now);
     }
     if (changingEmail) {

@@ -140,6 +140,7 @@ Deno.test("auth api: with confirmations on, signUp gives the unconfirmed user an
   await withHarness(async (h) => {
     const settings = await json(await h.fetch("/settings"));
     assert.equal(settings.mailer_autoconfirm, false);
+    assert.equal(settings.phone_autoconfirm, false);
     const email = freshEmail();
     const { data, error } = await h.anon().auth.signUp({
       email,
@@ -158,7 +159,7 @@ Deno.test("auth api: with confirmations on, signUp gives the unconfirmed user an
     assert.ok(isAuthApiError(signIn.error));
     assert.equal(signIn.error.status, 400);
     assert.equal(signIn.error.code, "email_not_confirmed");
-  }, { mailerAutoconfirm: false });
+  }, { mailerAutoconfirm: false, phoneAutoconfirm: false });
 });
 
 Deno.test("auth api: with confirmations on, signUp of a confirmed address answers 200 with a made-up user and no session", async () => {
@@ -435,6 +436,50 @@ Deno.test("auth api: updateUser with a new email records it as new_email awaitin
       error_code: "not_admin",
       msg: "Updating app_metadata requires admin privileges",
     });
+  });
+});
+
+Deno.test("auth api: updateUser with app_metadata is allowed for a user whose stored role is admin in the default audience (Supabase Auth's isAdmin), merged as an admin update; 403 not_admin for anyone else", async () => {
+  await withHarness(async (h) => {
+    const { client, user } = await signedUp(h);
+    const token = (await client.auth.getSession()).data.session!.access_token;
+    const put = (body: unknown) =>
+      h.fetch("/user", {
+        method: "PUT",
+        headers: bearer(token),
+        body: JSON.stringify(body),
+      });
+    const refused = await put({ app_metadata: { plan: "pro" } });
+    assert.equal(refused.status, 403);
+    assert.equal((await json(refused)).error_code, "not_admin");
+
+    // The stored role counts, not the token's (still "authenticated").
+    const promoted = await h.admin().auth.admin.updateUserById(user.id, {
+      role: "admin",
+    });
+    assert.equal(promoted.error, null);
+    const ok = await put({ app_metadata: { plan: "pro" } });
+    assert.equal(ok.status, 200);
+    const body = await json(ok);
+    assert.deepEqual(body.app_metadata, {
+      provider: "email",
+      providers: ["email"],
+      plan: "pro",
+    });
+    assert.equal(body.role, "admin");
+    const removed = await put({ app_metadata: { plan: null } });
+    assert.equal(removed.status, 200);
+    assert.deepEqual((await json(removed)).app_metadata, {
+      provider: "email",
+      providers: ["email"],
+    });
+
+    // Another audience (an admin update cannot move a user there, as in
+    // Supabase Auth): not an admin.
+    await h.sql`update auth.users set aud = 'other' where id = ${user.id}`;
+    const elsewhere = await put({ app_metadata: { plan: "pro" } });
+    assert.equal(elsewhere.status, 403);
+    assert.equal((await json(elsewhere)).error_code, "not_admin");
   });
 });
 
@@ -861,6 +906,9 @@ Deno.test("auth api: jwks.json publishes the ES256 verification key; health and 
     assert.equal((await json(health)).name, "GoTrue");
     const settings = await json(await h.fetch("/settings"));
     assert.equal(settings.mailer_autoconfirm, true);
+    // The CLI's GOTRUE_SMS_AUTOCONFIRM: `[auth.sms] enable_confirmations`
+    // off, by default.
+    assert.equal(settings.phone_autoconfirm, true);
     assert.equal((settings.external as Record<string, boolean>).email, true);
 
     const missing = await h.fetch("/nope");

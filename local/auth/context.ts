@@ -32,6 +32,12 @@ export interface AuthContext {
    * sign-up waits for its confirmation and gets no session.
    */
   mailerAutoconfirm: boolean;
+  /**
+   * `phone_autoconfirm` of `/settings` (config.toml `[auth.sms]
+   * enable_confirmations = false`, the CLI's `GOTRUE_SMS_AUTOCONFIRM`). No
+   * phone sign-up is served; only `/settings` says it.
+   */
+  phoneAutoconfirm: boolean;
   /** Base of mail links, `…/auth/v1` (`API_EXTERNAL_URL`). */
   externalUrl: string;
   /** Where mails go (the local inbox). */
@@ -54,11 +60,12 @@ export const DEFAULT_AUD = "authenticated";
 /** Role given to new users (GOTRUE_JWT_DEFAULT_GROUP_NAME). */
 export const DEFAULT_ROLE = "authenticated";
 
-/** Roles allowed on /admin (Supabase Auth's default admin roles). */
-export const ADMIN_ROLES: readonly string[] = [
-  "service_role",
-  "supabase_admin",
-];
+/**
+ * Roles allowed on /admin: `service_role` only, as `supabase start`
+ * configures Auth (GOTRUE_JWT_ADMIN_ROLES; `supabase_admin` is only Auth's
+ * own default when unset).
+ */
+export const ADMIN_ROLES: readonly string[] = ["service_role"];
 
 /** config.toml `[auth] refresh_token_reuse_interval` (seconds). */
 export const REFRESH_TOKEN_REUSE_INTERVAL = 10;

@@ -76,17 +76,20 @@ export type SignUp = (
 ) => Promise<Response>;
 
 /**
- * Where a link sends the browser back to: `redirect_to` (query) or the
- * Referer when allowed ({@linkcode isRedirectAllowed}), else `site_url`, as
- * `GetReferrer` does.
+ * Where a link sends the browser back to, as `GetReferrer` picks it: the
+ * `redirect_to` request header, or else the query's `redirect_to`, when
+ * allowed ({@linkcode isRedirectAllowed}); else the Referer when allowed;
+ * else `site_url`.
  */
 export function redirectTarget(ctx: AuthContext, req: Request): string {
-  const url = new URL(req.url);
-  const asked = url.searchParams.get("redirect_to") ??
-    req.headers.get("referer") ?? "";
-  return isRedirectAllowed(ctx.siteUrl, ctx.additionalRedirectUrls, asked)
-    ? asked
-    : ctx.siteUrl;
+  const asked = req.headers.get("redirect_to") ||
+    new URL(req.url).searchParams.get("redirect_to") || "";
+  for (const candidate of [asked, req.headers.get("referer") ?? ""]) {
+    if (
+      isRedirectAllowed(ctx.siteUrl, ctx.additionalRedirectUrls, candidate)
+    ) return candidate;
+  }
+  return ctx.siteUrl;
 }
 
 /** `sha224(email + code)` in hex, Supabase Auth's `GenerateTokenHash`. */
@@ -260,14 +263,14 @@ export async function sendEmailChange(
     type: "email_change",
     link: actionLink(ctx, hashNew, "email_change", redirectTo),
     otp: codeNew,
-  }, { newEmail });
+  }, { newEmail, email: current });
   if (current) {
     ctx.inbox.send({
       to: current,
       type: "email_change",
       link: actionLink(ctx, hashCurrent, "email_change", redirectTo),
       otp: codeCurrent,
-    }, { newEmail });
+    }, { newEmail, email: current });
   }
 }
 
@@ -503,7 +506,7 @@ export async function verify(
         target = _redirect(redirectTo, { message: _SINGLE_CONFIRMATION }, flow);
       } else {
         const b = done.issued.body;
-        target = _withFragment(redirectTo, {
+        target = _asRedirectUrl(redirectTo, {
           access_token: String(b.access_token),
           expires_at: String(b.expires_at),
           expires_in: String(b.expires_in),
@@ -608,17 +611,34 @@ function _withFragment(target: string, values: Record<string, string>): string {
   const fragment = new URLSearchParams(
     Object.entries(values).sort(([a], [b]) => a.localeCompare(b)),
   );
-  if (!("access_token" in values)) fragment.set("sb", "");
+  fragment.set("sb", "");
   const url = new URL(target);
   url.hash = fragment.toString();
   return url.toString();
 }
 
+// AsRedirectURL: a link's session after the target as it stands, its own
+// fragment kept (`…/#/welcome#access_token=…`), with `sb` and the keys
+// sorted and escaped as Go's url.Values.Encode does.
+function _asRedirectUrl(
+  target: string,
+  values: Record<string, string>,
+): string {
+  const escape = (s: string) =>
+    encodeURIComponent(s).replace(
+      /[!'()*]/g,
+      (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+    ).replaceAll("%20", "+");
+  const encoded = Object.entries({ ...values, sb: "" })
+    .sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+    .map(([k, v]) => `${escape(k)}=${escape(v)}`)
+    .join("&");
+  return `${target}#${encoded}`;
+}
+
 // verifyTokenHash: a link's token (or `token_hash`) finds its user.
-// `link`: a GET of a mailed link, which takes the link types only
-// (`verifyGet`); `email` is a code's type. The check comes after the token's
-// own, and refuses inside the transaction, so the token is not spent.
-// `link.flow`: the link's PKCE flow, which ends in an auth code.
+// `link`: a GET of a mailed link; `link.flow`: the link's PKCE flow, which
+// ends in an auth code.
 async function _verifyHash(
   ctx: AuthContext,
   req: Request,
@@ -648,10 +668,8 @@ async function _verifyHash(
       sentAt = _sentAt(user, resolved);
     }
     if (_expired(ctx, sentAt)) throw invalid();
-    // Past `_COLUMNS`, every type but `email` (a code's) is a link's.
-    if (link && type === "email") {
-      throw badRequest("validation_failed", "Unsupported verification type");
-    }
+    // A link's `type=email` goes on as the type it resolved to, as
+    // verifyTokenHash rewrites it for verifyGet.
     return await _complete(ctx, tx, req, user, resolved, hash, link?.flow);
   });
 }

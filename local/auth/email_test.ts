@@ -91,6 +91,44 @@ Deno.test("auth email: resetPasswordForEmail mails a recovery link; following it
   });
 });
 
+Deno.test("auth email: a mail's redirect_to is picked as Supabase Auth's GetReferrer: the redirect_to header, else the query's, when allowed; else an allowed Referer; else site_url", async () => {
+  await withHarness(async (h) => {
+    const { email } = await confirmedUser(h);
+    const site = "http://127.0.0.1:3000";
+    const referer = `${site}/from-referer`;
+    const cases: [Record<string, string>, string, string][] = [
+      [{ Referer: referer }, "?redirect_to=https://evil.example/x", referer],
+      [{ Referer: referer }, "?redirect_to=", referer],
+      [{ Referer: referer }, `?redirect_to=${site}/asked`, `${site}/asked`],
+      [
+        { Referer: referer, redirect_to: `${site}/header` },
+        `?redirect_to=${site}/asked`,
+        `${site}/header`,
+      ],
+      [
+        { Referer: "https://evil.example/r" },
+        "?redirect_to=https://e.x/",
+        site,
+      ],
+    ];
+    for (const [headers, query, expected] of cases) {
+      h.advance(2000); // max_frequency
+      const res = await h.fetch(`/recover${query}`, {
+        method: "POST",
+        body: JSON.stringify({ email }),
+        headers: { "Content-Type": "application/json", ...headers },
+      });
+      assert.equal(res.status, 200, await res.text());
+      const link = new URL(h.inbox.list(email)[0].link);
+      assert.equal(
+        link.searchParams.get("redirect_to"),
+        expected,
+        JSON.stringify({ headers, query }),
+      );
+    }
+  }, { siteUrl: "http://127.0.0.1:3000" });
+});
+
 Deno.test("auth email: recover for an unknown address answers 200 {} and mails nothing; a second request within max_frequency is 429 over_email_send_rate_limit", async () => {
   await withHarness(async (h) => {
     const unknown = await h.fetch("/recover", {
@@ -285,6 +323,32 @@ Deno.test("auth email: updateUser({ email }) mails both addresses; with confirma
   }, { mailerAutoconfirm: false });
 });
 
+Deno.test("auth email: in both email-change mails {{ .Email }} is the current address and {{ .NewEmail }} the new one, as Supabase Auth's templatemailer fills them", async () => {
+  await withHarness(async (h) => {
+    const { email, password } = await confirmedUser(h);
+    const client = h.anon();
+    assert.equal(
+      (await client.auth.signInWithPassword({ email, password })).error,
+      null,
+    );
+    const newEmail = freshEmail("new");
+    assert.equal(
+      (await client.auth.updateUser({ email: newEmail })).error,
+      null,
+    );
+    const expected = `from ${email} to ${newEmail}`;
+    assert.equal(only(h, newEmail, "email_change").subject, expected);
+    assert.equal(only(h, email, "email_change").subject, expected);
+  }, {
+    emailTemplates: {
+      email_change: {
+        subject: "from {{ .Email }} to {{ .NewEmail }}",
+        html: "<p>{{ .ConfirmationURL }}</p>",
+      },
+    },
+  });
+});
+
 Deno.test("auth email: an email change confirmed by an account without an email identity makes one for the new address, as verify.go emailChangeVerify does", async () => {
   await withHarness(async (h) => {
     const { email, password, user } = await confirmedUser(h);
@@ -455,22 +519,70 @@ Deno.test("auth api: /authorize (OAuth) and unknown routes answer JSON errors th
   });
 });
 
-Deno.test("auth email: a mailed link opened with type=email (a code's type) redirects with 400 validation_failed 'Unsupported verification type', as Supabase Auth's verifyGet, and leaves the link usable", async () => {
+Deno.test("auth email: a mailed link opened with type=email (a code's type) goes on as the type its token resolves to, as Supabase Auth's verifyTokenHash rewrites it: a sign-up's confirms and signs in (type=signup), a magic link's signs in (type=magiclink)", async () => {
   await withHarness(async (h) => {
     const email = freshEmail();
     const signUp = await h.anon().auth.signUp({ email, password: "secret123" });
     assert.equal(signUp.error, null);
-    const mail = only(h, email, "signup");
-    const asEmail = new URL(mail.link);
-    asEmail.searchParams.set("type", "email");
-    const res = await fetch(asEmail, { redirect: "manual" });
+    const asEmail = (mail: Mail) => {
+      const url = new URL(mail.link);
+      url.searchParams.set("type", "email");
+      return { ...mail, link: url.toString() };
+    };
+    const confirmed = fragment(await follow(asEmail(only(h, email, "signup"))));
+    assert.equal(confirmed.get("type"), "signup");
+    assert.equal(
+      jwtPart(confirmed.get("access_token")!, 1).email,
+      email,
+    );
+    const signIn = await h.anon().auth.signInWithPassword({
+      email,
+      password: "secret123",
+    });
+    assert.equal(signIn.error, null);
+    const otp = await h.anon().auth.signInWithOtp({ email });
+    assert.equal(otp.error, null);
+    const magic = fragment(await follow(asEmail(only(h, email, "magiclink"))));
+    assert.equal(magic.get("type"), "magiclink");
+    assert.ok(magic.get("access_token"));
+  }, { mailerAutoconfirm: false });
+});
+
+Deno.test("auth email: a followed link's session is put after redirect_to as it stands, as Supabase Auth's AsRedirectURL: the target's own fragment kept (#/welcome#access_token=…), sb= always, keys sorted", async () => {
+  await withHarness(async (h) => {
+    const email = freshEmail();
+    const signUp = await h.anon().auth.signUp({ email, password: "secret123" });
+    assert.equal(signUp.error, null);
+    const reset = await h.anon().auth.resetPasswordForEmail(email, {
+      redirectTo: "http://127.0.0.1:3000/#/welcome",
+    });
+    assert.equal(reset.error, null);
+    const res = await fetch(only(h, email, "recovery").link, {
+      redirect: "manual",
+    });
     await res.body?.cancel();
     assert.equal(res.status, 303);
-    const f = fragment(new URL(res.headers.get("location")!));
-    assert.equal(f.get("error_code"), "validation_failed");
-    assert.equal(f.get("error_description"), "Unsupported verification type");
-    assert.equal(fragment(await follow(mail)).get("type"), "signup");
-  }, { mailerAutoconfirm: false });
+    const location = res.headers.get("location")!;
+    const [target, session, ...rest] = location.split("#");
+    assert.deepEqual(
+      [target, session, rest],
+      ["http://127.0.0.1:3000/", "/welcome", [rest[0]]],
+      location,
+    );
+    const values = new URLSearchParams(rest[0]);
+    assert.deepEqual([...values.keys()], [
+      "access_token",
+      "expires_at",
+      "expires_in",
+      "refresh_token",
+      "sb",
+      "token_type",
+      "type",
+    ]);
+    assert.equal(values.get("sb"), "");
+    assert.equal(values.get("type"), "recovery");
+    assert.equal(jwtPart(values.get("access_token")!, 1).email, email);
+  });
 });
 
 Deno.test("auth email: verifyOtp with a phone answers as Supabase Auth does when no account has it (403 otp_expired; a malformed number 400 validation_failed)", async () => {

@@ -117,10 +117,14 @@ export class Inbox {
     this.#siteUrl = own.siteUrl ?? "";
   }
 
-  /** Renders and keeps a mail. */
+  /**
+   * Renders and keeps a mail. `extra.email` is `{{ .Email }}`, the account's
+   * current address (both email-change mails name it, as Supabase Auth's
+   * do), the recipient when not given; `extra.newEmail` `{{ .NewEmail }}`.
+   */
   send(
     input: { to: string; type: MailType; link: string; otp: string },
-    extra: { newEmail?: string } = {},
+    extra: { newEmail?: string; email?: string } = {},
   ): Mail {
     const own = this.#own[input.type];
     const link = new URL(input.link);
@@ -130,7 +134,7 @@ export class Inbox {
       TokenHash: link.searchParams.get("token") ?? "",
       SiteURL: this.#siteUrl,
       RedirectTo: link.searchParams.get("redirect_to") ?? "",
-      Email: input.to,
+      Email: extra.email ?? input.to,
       NewEmail: extra.newEmail ?? input.to,
     };
     const fill = (text: string, escape: (s: string) => string) =>
