@@ -36,7 +36,13 @@ import { parsePresenceRequest } from "./schema.ts";
  * not whole (`query.ts` `CHANGE_LOG_TRIGGERS`).
  */
 export const CHANGE_LOG_NOT_WHOLE =
-  "the change log is not whole: a presence trigger on public.usuarios is missing or not enabled ALWAYS, or a table inherits usuarios; every changes-since read is answered in full until it is mended (docs/api.md, How the cursor works)";
+  "the change log is not whole: a presence trigger on public.usuarios is missing or disabled, or a table inherits usuarios; every changes-since read is answered in full until it is mended (docs/api.md, How the cursor works)";
+
+/**
+ * How often, at most, a `presence` handler logs at `warn` that the change
+ * log is not whole (its other reads' lines say so at `info`).
+ */
+export const CHANGE_LOG_WARN_EVERY_MS = 60_000;
 
 /** What a `presence` handler keeps across its requests. */
 export interface PresenceHeld {
@@ -44,6 +50,8 @@ export interface PresenceHeld {
   readonly reader: ReaderDeps;
   /** The cursor keys derived so far. */
   readonly cursorKeys: CursorKeys;
+  /** When a read last logged at warn that the change log is not whole. */
+  readonly changeLogWarnedAt: { ms: number };
 }
 
 /**
@@ -55,7 +63,7 @@ export async function presence(
   req: Request,
   ctx: RequestContext,
   deps: FunctionDeps,
-  { reader, cursorKeys }: PresenceHeld,
+  { reader, cursorKeys, changeLogWarnedAt }: PresenceHeld,
 ): Promise<Response> {
   const sql = deps.database(ctx.env, req.signal);
   const { identity, row } = await readingCaller(
@@ -112,8 +120,17 @@ export async function presence(
   }
   if (!result.changeLogWhole) {
     // Every watcher is answered in full at every poll meanwhile: correct,
-    // but it costs, and the operator is the one who can mend it.
-    noteOnRequest({ change_log: CHANGE_LOG_NOT_WHOLE }, "warn");
+    // but it costs, and the operator is the one who can mend it. Every
+    // line says so; one a minute per instance is at warn, so that a
+    // project of many watchers (and PRESENCE_LOG_LEVEL=warn) is not
+    // flooded with the same news.
+    const now = performance.now();
+    const warn = now - changeLogWarnedAt.ms >= CHANGE_LOG_WARN_EVERY_MS;
+    if (warn) changeLogWarnedAt.ms = now;
+    noteOnRequest(
+      { change_log: CHANGE_LOG_NOT_WHOLE },
+      warn ? "warn" : "info",
+    );
   }
   return json({
     ok: true,
@@ -147,6 +164,7 @@ export function createPresence(
   const held: PresenceHeld = {
     reader: { ...deps, schemaErrorsLogged: new Set() },
     cursorKeys: new CursorKeys(),
+    changeLogWarnedAt: { ms: -Infinity },
   };
   return createFunction(
     "presence",

@@ -232,7 +232,8 @@ function _answers(
   if (since === null) return true;
   if (result.reset) {
     return asked !== null && asked.time === since.time &&
-      asked.snapshot === since.snapshot && asked.timeline === since.timeline;
+      asked.snapshot === since.snapshot && asked.timeline === since.timeline &&
+      asked.changeLog === since.changeLog;
   }
   return covers(since, result.cursor);
 }
@@ -242,7 +243,8 @@ function _answers(
  * cursor `b` would (same thresholds assumed): every transaction `b` could
  * not see, `a` could not see either (`xmax(a) <= xmax(b)`, and each of
  * `xip(b)` below `xmax(a)` is in `xip(a)`), `a`'s clock window starts no
- * later than `b`'s, and both are of one timeline.
+ * later than `b`'s, both are of one timeline and of one change log, and
+ * `b` was not issued while the log was not whole.
  *
  * @example
  * ```ts
@@ -252,6 +254,10 @@ function _answers(
 export function covers(a: CursorState, b: CursorState): boolean {
   // Snapshots of two timelines (a restore between them) compare nothing.
   if (a.timeline !== b.timeline) return false;
+  // Nor answers under two change logs (triggers made again between them),
+  // and a cursor issued while the log was not whole is owed a full read
+  // that an answer to another cursor would not give.
+  if (a.changeLog !== b.changeLog || b.changeLog === "") return false;
   if (a.time > b.time) return false;
   const sa = _snapshot(a.snapshot), sb = _snapshot(b.snapshot);
   if (sa.xmax > sb.xmax) return false;
@@ -499,8 +505,14 @@ export function presenceStatement(
 /**
  * The change-log triggers on `public.usuarios` (migrations
  * `20261124020000_create_presence_changes.sql` and
- * `20261125020000_log_replicated_usuarios_writes.sql`), each enabled
- * `ALWAYS`: a changes-since answer is sound only while all of them are.
+ * `20261125020000_log_replicated_usuarios_writes.sql`): a changes-since
+ * answer is sound only while all of them stand and are enabled. The
+ * migrations enable them `ALWAYS`; enabled for origin sessions only
+ * (`ENABLE TRIGGER ALL` after a `DISABLE`, as `pg_restore
+ * --disable-triggers` leaves them) they still log every ordinary write,
+ * and are counted: only replica-mode writers (a subscription) then go
+ * unlogged, which docs/api.md says how to mend, rather than every watcher
+ * of a restored project reading in full at every poll.
  */
 export const CHANGE_LOG_TRIGGERS: readonly string[] = [
   "usuarios_log_insert",
@@ -512,9 +524,9 @@ export const CHANGE_LOG_TRIGGERS: readonly string[] = [
 
 // Which change-log triggers stand on usuarios now (their oids, which
 // dropping and making one again changes), or '' when the log is not whole:
-// one of CHANGE_LOG_TRIGGERS missing or not enabled ALWAYS (dropped by a
-// schema tool, usuarios swapped for a copy, which LIKE ... INCLUDING ALL
-// makes without them, ENABLE TRIGGER ALL after a DISABLE), or a table
+// one of CHANGE_LOG_TRIGGERS missing or disabled (dropped by a schema
+// tool, usuarios swapped for a copy, which LIKE ... INCLUDING ALL makes
+// without them, DISABLE TRIGGER), or a table
 // inherits usuarios (inheritance, partitions): the read lists its rows,
 // but a statement that names the child fires none of usuarios' statement
 // triggers. Two catalog lookups by index.
@@ -531,7 +543,7 @@ function _changeLog(sql: Sql): Fragment {
     from pg_catalog.pg_trigger t
     where t.tgrelid = 'public.usuarios'::pg_catalog.regclass
       and t.tgname = any(${pgArray(CHANGE_LOG_TRIGGERS)}::text[])
-      and t.tgenabled = 'A')`;
+      and t.tgenabled in ('A', 'O'))`;
 }
 
 // The database's timeline (eight hex digits of the current WAL file's
