@@ -122,6 +122,7 @@ export type TabMessage =
   | TabPresence
   | TabLead
   | TabSync
+  | TabReading
   | TabRead
   | TabError;
 
@@ -179,6 +180,21 @@ export interface TabSync {
    * only that tab answers.
    */
   holder: string | null;
+}
+
+/**
+ * The polling tab has sent a read (a page of it) and waits for the answer:
+ * the others wait for it as long as a read may take (`requestTimeoutMs`)
+ * before they poll for themselves, so that a slow read (a phone's network,
+ * a read of many pages) is not taken for a hung tab.
+ */
+export interface TabReading {
+  kind: "reading";
+  tab: string;
+  /** Whose read it is (`sub`). */
+  user: string;
+  /** The polling watcher's `watchIntervalMs` (see {@linkcode TabSync}). */
+  every: number;
 }
 
 /**
@@ -271,7 +287,7 @@ export function browserTabs(url: string): TabChannel | null {
           }
         } else if (
           m.kind === "lead" || m.kind === "sync" || m.kind === "read" ||
-          m.kind === "error"
+          m.kind === "reading" || m.kind === "error"
         ) {
           const { realm: _, ...message } = m;
           fn(message);
@@ -820,6 +836,7 @@ export class PresenceKit {
       users: new Map(),
       cursor: null,
       timer: null,
+      watch: null,
       busy: false,
       failures: 0,
       offlineFailure: false,
@@ -989,7 +1006,7 @@ export class PresenceKit {
     if (m.tab === this.#tabId) return;
     if (
       m.kind === "lead" || m.kind === "sync" || m.kind === "read" ||
-      m.kind === "error"
+      m.kind === "reading" || m.kind === "error"
     ) {
       this.#heardWatch(m);
       return;
@@ -1313,6 +1330,7 @@ export class PresenceKit {
   #clearWatch(w: _Watcher): void {
     if (w.timer !== null) this.#clock.clearTimeout(w.timer);
     w.timer = null;
+    w.watch = null;
   }
 
   // `solo`: a watcher that follows another tab polls once for itself, its
@@ -1360,6 +1378,14 @@ export class PresenceKit {
         const body: Record<string, unknown> = { limit: this.#pageSize };
         if (since !== null) body.cursor = since;
         if (afterId !== null) body.after_id = afterId;
+        if (forOthers && w.share) {
+          this.#tell({
+            kind: "reading",
+            tab: this.#tabId,
+            user: w.share.user,
+            every: w.share.every,
+          });
+        }
         const answer = await this.#invoke("presence", body);
         if (w.stopped) return;
         if (_tokenExpired(answer) && !refreshed) {
@@ -1495,35 +1521,58 @@ export class PresenceKit {
   }
 
   // A visible watcher that follows another tab and hears nothing from it
-  // for longer than the polling tab's next read can take (or its announced
-  // backoff and one interval more) polls once for itself: whatever keeps
-  // the polling tab's word from it (a hung tab, a channel of the app's that
-  // does not carry every message, lock and channel partitioned apart), it
-  // is never left without reads and without errors. Each read or error
-  // heard from the polling tab winds it again. The next read starts an
-  // interval (and its jitter) after the last one heard, and is heard at
-  // most requestTimeoutMs after that, as an answer or as its failure: so
-  // two intervals and requestTimeoutMs, and never less than three
-  // intervals. A read of several pages can take longer, one
-  // requestTimeoutMs per page; a follower then reads once for itself, and
-  // its answer is dropped when the polling tab's read lands (load, never a
-  // wrong map).
+  // for three of its intervals (or, after the polling tab's announced
+  // backoff or a read it announced on its way, that wait and one interval
+  // more) polls once for itself: whatever keeps the polling tab's word from
+  // it (a hung tab, a channel of the app's that does not carry every
+  // message, lock and channel partitioned apart), it is never left without
+  // reads and without errors. Each message heard from the polling tab
+  // winds it again: a read or an error, and `reading` at each page it
+  // sends, which a read slower than two intervals (a phone's network) or
+  // of many pages would otherwise outlast.
   #watchdog(w: _Watcher, retryInMs = 0): void {
+    const wait = Math.max(
+      3 * this.#watchIntervalMs,
+      retryInMs + this.#watchIntervalMs,
+    );
+    const now = this.#elapsed();
+    this.#armWatch(w, { wound: now, due: now + wait });
+  }
+
+  // The polling tab announced a read (a page) on its way: the watchdog
+  // waits for it as long as it may take (requestTimeoutMs, and an
+  // interval), but never longer past its last winding than a next read
+  // started an interval after it and answered within requestTimeoutMs
+  // takes. So a follower of a tab whose reads it cannot apply (all older
+  // than its map) still reads for itself, and a read of many slow pages
+  // makes it read once for itself too (load only: its answer is dropped
+  // when the polling tab's read lands).
+  #awaitRead(w: _Watcher): void {
+    const now = this.#elapsed();
+    if (!w.watch) {
+      this.#watchdog(w, this.#requestTimeoutMs);
+      return;
+    }
+    const due = Math.min(
+      now + this.#requestTimeoutMs + this.#watchIntervalMs,
+      w.watch.wound + 2 * this.#watchIntervalMs + this.#requestTimeoutMs,
+    );
+    if (due > w.watch.due) this.#armWatch(w, { wound: w.watch.wound, due });
+  }
+
+  #armWatch(w: _Watcher, watch: { wound: number; due: number }): void {
     this.#clearWatch(w);
     if (w.stopped || !w.share || w.share.leading || this.#page.hidden()) {
       return;
     }
-    const wait = Math.max(
-      3 * this.#watchIntervalMs,
-      2 * this.#watchIntervalMs + this.#requestTimeoutMs,
-      retryInMs + this.#watchIntervalMs,
-    );
+    w.watch = watch;
     w.timer = this.#clock.setTimeout(() => {
+      w.watch = null;
       if (!w.share || w.share.leading) return;
       // Its polling tab fell silent: it follows whichever polls next.
       w.holder = null;
       void this.#poll(w, true);
-    }, wait);
+    }, Math.max(0, watch.due - this.#elapsed()));
   }
 
   #changed(w: _Watcher, change: Parameters<OnPresenceChange>[1]): void {
@@ -1620,9 +1669,10 @@ export class PresenceKit {
     // The tab it followed answers (or the one that took the lock from it);
     // where the locks are partitioned and the channel is not, another
     // partition's polling tab, which cannot go on from this one's cursor,
-    // does not post its whole map for nothing.
-    this.#askSince(w, share.user, share.every);
+    // does not post its whole map for nothing. Its watchdog is wound
+    // first: the answer may be that a read is on its way (`reading`).
     this.#watchdog(w);
+    this.#askSince(w, share.user, share.every);
   }
 
   // Out of the queue, or lets go of the lock: the next watcher in the
@@ -1663,7 +1713,11 @@ export class PresenceKit {
         continue;
       }
       if (!share.leave) continue;
-      if (m.kind === "error") {
+      if (m.kind === "reading") {
+        if (!share.leading && (w.holder === null || m.tab === w.holder)) {
+          this.#awaitRead(w);
+        }
+      } else if (m.kind === "error") {
         // Reported once per kit, and not again by the kit that polled; its
         // backoff holds every follower's watchdog, this kit's own too.
         if (!share.leading && (w.holder === null || m.tab === w.holder)) {
@@ -1674,6 +1728,16 @@ export class PresenceKit {
           reported = true;
         }
       } else if (m.kind === "sync") {
+        // A watcher that has just come (or asks again) while a read is on
+        // its way: told so, so that it waits for the read.
+        if (share.leading && w.busy && m.watcher !== w.id) {
+          this.#tell({
+            kind: "reading",
+            tab: this.#tabId,
+            user: share.user,
+            every: share.every,
+          });
+        }
         if (
           share.leading && w.cursor !== null && m.watcher !== w.id &&
           // A tab with an older kit (a deploy meanwhile) names none.
@@ -1863,6 +1927,11 @@ interface _Watcher {
   users: Map<number, PresenceUser>;
   cursor: string | null;
   timer: unknown;
+  /**
+   * While it follows: when its watchdog was last wound by the polling
+   * tab's read or error, and when it fires (`#elapsed()` time).
+   */
+  watch: { wound: number; due: number } | null;
   busy: boolean;
   failures: number;
   /** The last failure was a network one (see `#networkBack`). */
@@ -1970,7 +2039,7 @@ function _changesSince(
 }
 
 // What the kit posts to the other tabs about watching.
-type _WatchMessage = TabLead | TabSync | TabRead | TabError;
+type _WatchMessage = TabLead | TabSync | TabReading | TabRead | TabError;
 
 interface _Share {
   /** The user (`sub`) it reads as. */

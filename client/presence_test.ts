@@ -2696,3 +2696,36 @@ Deno.test("PresenceKit.watch tabs: reads slower than two intervals (a phone's ne
   }
   for (const t of [a, ...followers]) t.kit.dispose();
 });
+
+Deno.test("PresenceKit.watch tabs: a follower of a hung polling tab (it holds the lock and says nothing more) reads for itself every three intervals at a short watchIntervalMs, however long requestTimeoutMs is (fresh5 M3)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(30);
+  let hung = false;
+  const inner = bus.channel();
+  const muted: TabChannel = {
+    ...inner,
+    post: (m: TabMessage) => {
+      if (!hung) inner.post(m);
+    },
+  };
+  const options = { clock, locks, watchIntervalMs: 1_000 };
+  const a = setup({ ...options, tabs: muted, requestTimeoutMs: 30_000 });
+  a.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+  a.client.reply = (call: Call) =>
+    hung && call.name === "presence"
+      ? new Promise<Reply>(() => {})
+      : server.reply(call);
+  a.kit.watch(() => {});
+  await clock.advance(0);
+  const f = watchingTab(bus, locks, clock, server.reply, "ana", 1_000);
+  await clock.advance(5_000);
+  assert.equal(f.reads().length, 0);
+  hung = true;
+  await clock.advance(60_000);
+  assert.ok(
+    f.reads().length >= 15,
+    `the follower read ${f.reads().length} times in 60 s`,
+  );
+  a.kit.dispose();
+  f.kit.dispose();
+});
