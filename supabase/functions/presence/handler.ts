@@ -20,6 +20,7 @@ import {
   readJsonBody,
   type RequestContext,
 } from "../_shared/http.ts";
+import { noteOnRequest } from "../_shared/log.ts";
 import { type ReaderDeps, readingCaller } from "./caller.ts";
 import {
   CursorKeys,
@@ -28,12 +29,12 @@ import {
   sealCursor,
 } from "./cursor.ts";
 import { FIRST_PAGE, readShared } from "./query.ts";
-import { noteOnRequest } from "../_shared/log.ts";
 import { parsePresenceRequest } from "./schema.ts";
 
 /**
- * The `change_log` of a read's log line (at `warn`) while the change log is
- * not whole (`query.ts` `CHANGE_LOG_TRIGGERS`).
+ * The `change_log` of a read's log line while the change log is not whole
+ * (`query.ts` `CHANGE_LOG_TRIGGERS`): at `warn` once every
+ * {@linkcode CHANGE_LOG_WARN_EVERY_MS}, else at `info`.
  */
 export const CHANGE_LOG_NOT_WHOLE =
   "the change log is not whole: a presence trigger on public.usuarios is missing or disabled, or a table inherits usuarios; every changes-since read is answered in full until it is mended (docs/api.md, How the cursor works)";
@@ -50,7 +51,10 @@ export interface PresenceHeld {
   readonly reader: ReaderDeps;
   /** The cursor keys derived so far. */
   readonly cursorKeys: CursorKeys;
-  /** When a read last logged at warn that the change log is not whole. */
+  /**
+   * When a read last logged at warn that the change log is not whole
+   * (`deps.now()` ms).
+   */
   readonly changeLogWarnedAt: { ms: number };
 }
 
@@ -124,7 +128,7 @@ export async function presence(
     // line says so; one a minute per instance is at warn, so that a
     // project of many watchers (and PRESENCE_LOG_LEVEL=warn) is not
     // flooded with the same news.
-    const now = performance.now();
+    const now = deps.now();
     const warn = now - changeLogWarnedAt.ms >= CHANGE_LOG_WARN_EVERY_MS;
     if (warn) changeLogWarnedAt.ms = now;
     noteOnRequest(
