@@ -189,7 +189,17 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   try {
     // A config.toml the stand-in cannot honour is refused before anything
     // starts.
-    const config = { ...authConfig(), ...options.authConfig };
+    const config = {
+      ...authConfig(
+        undefined,
+        undefined,
+        (setting, what) =>
+          log(
+            `supabase/config.toml sets ${setting}, which the local Auth stand-in does not serve (${what})`,
+          ),
+      ),
+      ...options.authConfig,
+    };
     // Checked first, so a taken port fails before anything touches a
     // database; bound for real below.
     const apiPort = _freeOrFail(host, options.apiPort ?? 54321, "--port");
@@ -617,11 +627,16 @@ export interface AuthConfig {
  * Reads `[auth]` of config.toml (`text`, default the project's file). A
  * setting that changes what Auth does and that the stand-in cannot honour
  * is passed to `unsupported`, by default a {@linkcode StartError} naming
- * it, never silently ignored.
+ * it, never silently ignored. A provider or factor it does not serve, whose
+ * calls fail loudly locally (an OAuth provider's `/authorize` 400, phone
+ * and MFA routes 404), is passed to `notServed` instead (`npm start` logs
+ * a line), so that a project that signs in with GitHub and email still
+ * starts.
  */
 export function authConfig(
   text = Deno.readTextFileSync(`${PROJECT_DIR}supabase/config.toml`),
   unsupported: (setting: string, what: string) => void = _refuseSetting,
+  notServed: (setting: string, what: string) => void = () => {},
 ): AuthConfig {
   const config = parseToml(text) as {
     auth?: {
@@ -641,10 +656,15 @@ export function authConfig(
         enable_confirmations?: boolean;
         otp_expiry?: number;
         enable_signup?: boolean;
+        enabled?: unknown;
         template?: Record<string, { subject?: string; content_path?: string }>;
         notification?: Record<string, { enabled?: unknown }>;
       };
-      sms?: { enable_signup?: unknown; enable_confirmations?: unknown };
+      sms?: {
+        enable_signup?: unknown;
+        enabled?: unknown;
+        enable_confirmations?: unknown;
+      };
       external?: Record<string, { enabled?: unknown }>;
       mfa?: Record<string, unknown>;
     };
@@ -682,11 +702,12 @@ export function authConfig(
       "only minimum_password_length is checked",
     );
   }
-  if (auth.email?.enable_signup === false) {
-    unsupported(
-      "[auth.email] enable_signup = false",
-      "email is its only provider",
-    );
+  // `enabled` is the name `supabase init` writes since CLI 3 (the
+  // provider on or off); `enable_signup` the older one.
+  for (const key of ["enable_signup", "enabled"] as const) {
+    if (auth.email?.[key] === false) {
+      unsupported(`[auth.email] ${key} = false`, "email is its only provider");
+    }
   }
   if (auth.captcha?.enabled === true) {
     unsupported(
@@ -715,23 +736,25 @@ export function authConfig(
     )
   ) {
     if (enabled === true) {
-      unsupported(
+      notServed(
         `[auth.email.notification.${kind}] enabled = true`,
         "notification mails are not sent",
       );
     }
   }
-  if (auth.sms?.enable_signup === true) {
-    unsupported(
-      "[auth.sms] enable_signup = true",
-      "email is its only provider",
-    );
+  for (const key of ["enable_signup", "enabled"] as const) {
+    if (auth.sms?.[key] === true) {
+      notServed(
+        `[auth.sms] ${key} = true`,
+        "phone sign-ins are not served: their routes answer 404",
+      );
+    }
   }
   for (const [provider, { enabled }] of Object.entries(auth.external ?? {})) {
     if (enabled === true) {
-      unsupported(
+      notServed(
         `[auth.external.${provider}] enabled = true`,
-        "no OAuth provider is served",
+        "no OAuth provider is served: /authorize answers 400",
       );
     }
   }
@@ -739,9 +762,9 @@ export function authConfig(
     if (typeof settings !== "object" || settings === null) continue;
     for (const key of ["enroll_enabled", "verify_enabled"]) {
       if ((settings as Record<string, unknown>)[key] === true) {
-        unsupported(
+        notServed(
           `[auth.mfa.${factor}] ${key} = true`,
-          "no MFA factor is served",
+          "no MFA factor is served: its routes answer 404",
         );
       }
     }

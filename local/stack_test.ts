@@ -83,7 +83,7 @@ Deno.test("configPorts: [api] port and [db] port of config.toml, the CLI's way t
   assert.deepEqual(configPorts(), { api: 54321, db: 54322, mail: 54324 });
 });
 
-Deno.test("authConfig: captcha, jwt_issuer, external_url, signing_keys_path, notification mails, SMS sign-ups, OAuth providers and MFA factors turned on are refused at start with a line naming them; their supabase init defaults and the project's file are not", () => {
+Deno.test("authConfig: captcha, jwt_issuer, external_url, signing_keys_path and the email provider turned off (either name) are refused at start with a line naming them; their supabase init defaults and the project's file are not", () => {
   for (
     const [toml, named] of [
       [
@@ -102,22 +102,10 @@ Deno.test("authConfig: captcha, jwt_issuer, external_url, signing_keys_path, not
         '[auth]\nsigning_keys_path = "./signing_keys.json"\n',
         "[auth] signing_keys_path",
       ],
+      ["[auth.email]\nenabled = false\n", "[auth.email] enabled = false"],
       [
-        "[auth.email.notification.password_changed]\nenabled = true\n",
-        "[auth.email.notification.password_changed] enabled = true",
-      ],
-      ["[auth.sms]\nenable_signup = true\n", "[auth.sms] enable_signup = true"],
-      [
-        '[auth.external.github]\nenabled = true\nclient_id = "x"\n',
-        "[auth.external.github] enabled = true",
-      ],
-      [
-        "[auth.mfa.totp]\nenroll_enabled = true\nverify_enabled = true\n",
-        "[auth.mfa.totp] enroll_enabled = true",
-      ],
-      [
-        "[auth.mfa.web_authn]\nverify_enabled = true\n",
-        "[auth.mfa.web_authn] verify_enabled = true",
+        "[auth.email]\nenable_signup = false\n",
+        "[auth.email] enable_signup = false",
       ],
     ]
   ) {
@@ -158,6 +146,40 @@ Deno.test("authConfig: captcha, jwt_issuer, external_url, signing_keys_path, not
     const refused: string[] = [];
     authConfig(text, (setting) => refused.push(setting));
     assert.deepEqual(refused, []);
+  }
+});
+
+Deno.test("authConfig: notification mails, phone sign-ins, OAuth providers and MFA factors turned on start, each with a line saying it is not served (their calls fail loudly locally), so that a project with GitHub and email sign-in still starts (fresh6 L3, M2)", () => {
+  for (
+    const [toml, named] of [
+      [
+        "[auth.email.notification.password_changed]\nenabled = true\n",
+        "[auth.email.notification.password_changed] enabled = true",
+      ],
+      ["[auth.sms]\nenable_signup = true\n", "[auth.sms] enable_signup = true"],
+      ["[auth.sms]\nenabled = true\n", "[auth.sms] enabled = true"],
+      [
+        '[auth.external.github]\nenabled = true\nclient_id = "x"\n',
+        "[auth.external.github] enabled = true",
+      ],
+      [
+        "[auth.mfa.totp]\nenroll_enabled = true\nverify_enabled = true\n",
+        "[auth.mfa.totp] enroll_enabled = true",
+      ],
+      [
+        "[auth.mfa.web_authn]\nverify_enabled = true\n",
+        "[auth.mfa.web_authn] verify_enabled = true",
+      ],
+    ]
+  ) {
+    const refused: string[] = [], notServed: string[] = [];
+    authConfig(
+      toml,
+      (setting) => refused.push(setting),
+      (setting) => notServed.push(setting),
+    );
+    assert.deepEqual(refused, [], toml);
+    assert.ok(notServed.includes(named), `${toml}: ${notServed}`);
   }
 });
 

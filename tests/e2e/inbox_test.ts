@@ -196,8 +196,9 @@ e2eTest(
         return true;
       });
     }
-    // The Supabase CLI's own defaults, as `supabase init` writes them, are
-    // what the stand-in does: nothing refused.
+    // The Supabase CLI's own defaults, as `supabase init` writes them (CLI
+    // 3: `[auth.email] enabled`, `[auth.sms] enabled`), are what the
+    // stand-in does: nothing refused, nothing said not served.
     const dir = await Deno.makeTempDir({ prefix: "supabase-init-" });
     try {
       const init = await new Deno.Command(supabaseCli(), {
@@ -208,12 +209,15 @@ e2eTest(
         stderr: "piped",
       }).output();
       assert.equal(init.code, 0, new TextDecoder().decode(init.stderr));
-      const refused: string[] = [];
+      const text = await Deno.readTextFile(`${dir}/supabase/config.toml`);
+      assert.match(text, /\[auth\.email\]\n(?:#.*\n)*enabled = true/);
+      const said: string[] = [];
       authConfig(
-        await Deno.readTextFile(`${dir}/supabase/config.toml`),
-        (setting) => refused.push(setting),
+        text,
+        (setting) => said.push(`refused ${setting}`),
+        (setting) => said.push(`not served ${setting}`),
       );
-      assert.deepEqual(refused, []);
+      assert.deepEqual(said, []);
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
