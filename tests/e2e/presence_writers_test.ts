@@ -386,7 +386,7 @@ async function readSince(reader: Reader, cursor: string) {
 }
 
 e2eTest(
-  "presence: while a change-log trigger is missing or disabled (a table swapped for a copy, a schema tool), or a table inherits usuarios, every changes-since read is a full read (resync), its line says so (at warn once a minute); once mended, one resync more, then changes again; enabled for origin sessions only (pg_restore --disable-triggers), the log is whole (appwrite H1, M1; fresh5 M2)",
+  "presence: while a change-log trigger is missing or disabled (a table swapped for a copy, a schema tool), or a table inherits usuarios, every changes-since read is a full read (resync), its line says so (at warn once a minute); once mended, one resync more, then changes again; after a data-only restore (pg_restore --disable-triggers, which leaves them enabled for origin sessions only) one full read shows what it wrote, then ordinary writes are followed and the lines say replica-mode writes are not logged (appwrite H1, M1; fresh5 M2; fresh6 M1)",
   async () => {
     const reader = await member("reader");
     const other = await member("other");
@@ -458,23 +458,47 @@ e2eTest(
       await offline();
       cursor = (await readSince(reader, cursor)).cursor;
     }
-    // Enabled for origin sessions only, as pg_restore --disable-triggers
-    // leaves them: ordinary writes are logged, and followed.
-    await stack.sql.unsafe(
-      "alter table public.usuarios enable trigger usuarios_log_update",
-    );
+    // A data-only restore (pg_restore --disable-triggers): its writes are
+    // never logged, and it leaves the triggers enabled for origin sessions
+    // only. The switch costs one full read, which shows the restored row;
+    // then ordinary writes are followed, each line saying that replica-mode
+    // writes are not logged; enabled ALWAYS again, one full read more.
+    await stack.sql.unsafe(`
+      alter table public.usuarios disable trigger user;
+      update public.usuarios set presence_state = 'online',
+        ultimo_acceso = now() where id = ${other.rowId};
+      alter table public.usuarios enable trigger user`);
     try {
-      await online();
-      const origin = await readSince(reader, cursor);
-      assert.equal(origin.resync, false);
-      assert.deepEqual(origin.users.map((u) => u.id), [other.rowId]);
-      await offline();
-      cursor = (await readSince(reader, origin.cursor)).cursor;
+      const lines = await logLines(async () => {
+        const restored = await readSince(reader, cursor);
+        assert.equal(restored.resync, true);
+        assert.equal(
+          restored.users.find((u) => u.id === other.rowId)?.status,
+          "online",
+        );
+        await offline();
+        const origin = await readSince(reader, restored.cursor);
+        assert.equal(origin.resync, false);
+        assert.deepEqual(origin.users.map((u) => u.id), [other.rowId]);
+        cursor = origin.cursor;
+      });
+      const said = lines.filter((l) => l.startsWith("{")).map((l) =>
+        JSON.parse(l)
+      ).filter((l) => l.fn === "presence").map((l) => l.change_log);
+      assert.equal(said.length, 2, lines.join("\n"));
+      for (const line of said) assert.match(line, /origin sessions only/);
     } finally {
-      await stack.sql.unsafe(
-        "alter table public.usuarios enable always trigger usuarios_log_update",
-      );
+      await stack.sql.unsafe(`
+        alter table public.usuarios
+          enable always trigger usuarios_log_insert,
+          enable always trigger usuarios_log_update,
+          enable always trigger usuarios_log_delete,
+          enable always trigger usuarios_log_truncate,
+          enable always trigger usuarios_log_replica_rows`);
     }
+    const always = await readSince(reader, cursor);
+    assert.equal(always.resync, true);
+    cursor = (await readSince(reader, always.cursor)).cursor;
     // Dropped and made again between two polls: the write in between was
     // never logged, and the cursor tells the triggers apart.
     await stack.sql`drop trigger usuarios_log_update on public.usuarios`;

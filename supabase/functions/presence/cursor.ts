@@ -45,7 +45,8 @@ export interface CursorState {
   readonly timeline?: string;
   /**
    * The change-log triggers that stood on `usuarios` when the answer was
-   * read (their oids), or `""` if the log was not whole then
+   * read (each one's oid and how it was enabled, `16501A`), or `""` if the
+   * log was not whole then
    * (`query.ts` `CHANGE_LOG_TRIGGERS`); absent in cursors issued before
    * 2026-11-26.
    */
@@ -67,7 +68,8 @@ const _Payload = z.object({
   a: z.int().positive(),
   o: z.int().positive(),
   l: z.string().regex(/^[0-9A-F]{8}$/).optional(),
-  g: z.string().max(200).regex(/^(?:\d{1,10}(?:,\d{1,10})*)?$/).optional(),
+  g: z.string().max(200).regex(/^(?:\d{1,10}[AO](?:,\d{1,10}[AO])*)?$/)
+    .optional(),
 });
 
 const _FORMAT = 2;

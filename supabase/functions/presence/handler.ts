@@ -40,8 +40,16 @@ export const CHANGE_LOG_NOT_WHOLE =
   "the change log is not whole: a presence trigger on public.usuarios is missing or disabled, or a table inherits usuarios; every changes-since read is answered in full until it is mended (docs/api.md, How the cursor works)";
 
 /**
+ * The `change_log` of a read's log line while a change-log trigger is
+ * enabled for origin sessions only (as {@linkcode CHANGE_LOG_NOT_WHOLE}).
+ */
+export const CHANGE_LOG_ORIGIN_ONLY =
+  "a presence trigger on public.usuarios is enabled for origin sessions only (ENABLE TRIGGER ALL, pg_restore --disable-triggers): writes in replica mode (a logical-replication subscription, a data-only dump run through psql) are not logged; enable them ALWAYS (docs/api.md, How the cursor works)";
+
+/**
  * How often, at most, a `presence` handler logs at `warn` that the change
- * log is not whole (its other reads' lines say so at `info`).
+ * log is not whole or enabled for origin sessions only (its other reads'
+ * lines say so at `info`).
  */
 export const CHANGE_LOG_WARN_EVERY_MS = 60_000;
 
@@ -122,19 +130,21 @@ export async function presence(
     resync = true;
     result = await read(null);
   }
-  if (!result.changeLogWhole) {
-    // Every watcher is answered in full at every poll meanwhile: correct,
-    // but it costs, and the operator is the one who can mend it. Every
-    // line says so; one a minute per instance is at warn, so that a
-    // project of many watchers (and PRESENCE_LOG_LEVEL=warn) is not
-    // flooded with the same news.
+  const changeLog = !result.changeLogWhole
+    ? CHANGE_LOG_NOT_WHOLE
+    : result.changeLogOriginOnly
+    ? CHANGE_LOG_ORIGIN_ONLY
+    : null;
+  if (changeLog) {
+    // Every watcher is answered in full at every poll meanwhile (not
+    // whole), or replica-mode writes go unseen (origin only): the operator
+    // is the one who can mend it. Every line says so; one a minute per
+    // instance is at warn, so that a project of many watchers (and
+    // PRESENCE_LOG_LEVEL=warn) is not flooded with the same news.
     const now = deps.now();
     const warn = now - changeLogWarnedAt.ms >= CHANGE_LOG_WARN_EVERY_MS;
     if (warn) changeLogWarnedAt.ms = now;
-    noteOnRequest(
-      { change_log: CHANGE_LOG_NOT_WHOLE },
-      warn ? "warn" : "info",
-    );
+    noteOnRequest({ change_log: changeLog }, warn ? "warn" : "info");
   }
   return json({
     ok: true,

@@ -85,6 +85,13 @@ export interface ReadResult {
    * mended.
    */
   readonly changeLogWhole: boolean;
+  /**
+   * Whether a change-log trigger is enabled for origin sessions only: the
+   * log is whole for ordinary writes, but writes in replica mode (a
+   * logical-replication subscription, a data-only dump run through psql)
+   * are not logged.
+   */
+  readonly changeLogOriginOnly: boolean;
   /** What the next changes-since call needs. */
   readonly cursor: CursorState;
 }
@@ -511,8 +518,11 @@ export function presenceStatement(
  * (`ENABLE TRIGGER ALL` after a `DISABLE`, as `pg_restore
  * --disable-triggers` leaves them) they still log every ordinary write,
  * and are counted: only replica-mode writers (a subscription) then go
- * unlogged, which docs/api.md says how to mend, rather than every watcher
- * of a restored project reading in full at every poll.
+ * unlogged, which the read's line says and docs/api.md says how to mend,
+ * rather than every watcher of a restored project reading in full at
+ * every poll. How each is enabled is part of the log's signature, so that
+ * the switch (the writes a restore made while they were disabled) costs
+ * every watcher one full read.
  */
 export const CHANGE_LOG_TRIGGERS: readonly string[] = [
   "usuarios_log_insert",
@@ -522,8 +532,9 @@ export const CHANGE_LOG_TRIGGERS: readonly string[] = [
   "usuarios_log_replica_rows",
 ];
 
-// Which change-log triggers stand on usuarios now (their oids, which
-// dropping and making one again changes), or '' when the log is not whole:
+// Which change-log triggers stand on usuarios now (each one's oid, which
+// dropping and making it again changes, and how it is enabled: A always, O
+// origin sessions only), or '' when the log is not whole:
 // one of CHANGE_LOG_TRIGGERS missing or disabled (dropped by a schema
 // tool, usuarios swapped for a copy, which LIKE ... INCLUDING ALL makes
 // without them, DISABLE TRIGGER), or a table
@@ -537,7 +548,8 @@ function _changeLog(sql: Sql): Fragment {
                   and not exists (
                     select 1 from pg_catalog.pg_inherits i
                     where i.inhparent = 'public.usuarios'::pg_catalog.regclass)
-               then string_agg(t.oid::text, ',' order by t.oid)
+               then string_agg(t.oid::text || t.tgenabled::text, ','
+                               order by t.oid)
              else ''
            end
     from pg_catalog.pg_trigger t
@@ -634,6 +646,7 @@ function _result(rows: _Row[], o: ReadOptions): ReadResult {
     nextAfterId: more ? Number(page.at(-1)!.id) : null,
     reset: head.reset,
     changeLogWhole: head.log !== "",
+    changeLogOriginOnly: head.log.includes("O"),
     cursor: {
       time: BigInt(head.t_us),
       snapshot: head.snap,
