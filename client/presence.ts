@@ -1728,16 +1728,6 @@ export class PresenceKit {
           reported = true;
         }
       } else if (m.kind === "sync") {
-        // A watcher that has just come (or asks again) while a read is on
-        // its way: told so, so that it waits for the read.
-        if (share.leading && w.busy && m.watcher !== w.id) {
-          this.#tell({
-            kind: "reading",
-            tab: this.#tabId,
-            user: share.user,
-            every: share.every,
-          });
-        }
         if (
           share.leading && w.cursor !== null && m.watcher !== w.id &&
           // A tab with an older kit (a deploy meanwhile) names none.
@@ -1745,6 +1735,17 @@ export class PresenceKit {
             m.holder === w.took)
         ) {
           this.#answer(w, share, m);
+        }
+        // A watcher that has just come (or asks again) while a read is on
+        // its way: told so, after the answer (which winds its watchdog), so
+        // that it waits for the read.
+        if (share.leading && w.busy && m.watcher !== w.id) {
+          this.#tell({
+            kind: "reading",
+            tab: this.#tabId,
+            user: share.user,
+            every: share.every,
+          });
         }
       } else if (!share.leading && (m.to === null || m.to === w.id)) {
         // One polling tab is followed: the one heard first, until another

@@ -2729,3 +2729,43 @@ Deno.test("PresenceKit.watch tabs: a follower of a hung polling tab (it holds th
   a.kit.dispose();
   f.kit.dispose();
 });
+
+Deno.test("PresenceKit.watch tabs: a tab that starts watching while the polling tab's slow read is on its way waits for that read instead of polling for itself (fresh6 L1)", async () => {
+  const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
+  const server = changingServer(30);
+  let slow = false;
+  const api = async (call: Call): Promise<Reply> => {
+    if (slow && call.name === "presence") {
+      await new Promise<void>((r) => clock.setTimeout(r, 20_000));
+    }
+    return server.reply(call);
+  };
+  const options = { clock, locks, watchIntervalMs: 1_000 };
+  const a = setup({
+    ...options,
+    tabs: bus.channel(),
+    requestTimeoutMs: 30_000,
+  });
+  a.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+  a.client.reply = api;
+  a.kit.watch(() => {});
+  await clock.advance(0); // a's first read, quick: it has a map
+  slow = true;
+  await clock.advance(1_500); // a's second read is on its way (20 s)
+  const f = setup({
+    ...options,
+    tabs: bus.channel(),
+    requestTimeoutMs: 30_000,
+  });
+  f.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+  f.client.reply = api;
+  f.kit.watch(() => {});
+  await clock.advance(15_000);
+  assert.equal(
+    f.client.calls.filter((c) => c.name === "presence").length,
+    0,
+    "the joining tab read for itself",
+  );
+  a.kit.dispose();
+  f.kit.dispose();
+});
