@@ -81,6 +81,7 @@ enable_confirmations = false
       otpExpiry: 3600,
       signupEnabled: true,
       minPasswordLength: 6,
+      phoneAutoconfirm: true,
     },
   );
 });
