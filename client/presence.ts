@@ -1526,10 +1526,10 @@ export class PresenceKit {
   // more) polls once for itself: whatever keeps the polling tab's word from
   // it (a hung tab, a channel of the app's that does not carry every
   // message, lock and channel partitioned apart), it is never left without
-  // reads and without errors. Each message heard from the polling tab
-  // winds it again: a read or an error, and `reading` at each page it
-  // sends, which a read slower than two intervals (a phone's network) or
-  // of many pages would otherwise outlast.
+  // reads and without errors. Each read or error heard from the polling
+  // tab winds it again, and `reading`, which the polling tab posts at each
+  // page it sends, lets it wait for that read (#awaitRead), which a read
+  // slower than two intervals (a phone's network) would otherwise outlast.
   #watchdog(w: _Watcher, retryInMs = 0): void {
     const wait = Math.max(
       3 * this.#watchIntervalMs,
