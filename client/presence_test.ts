@@ -2034,6 +2034,22 @@ function slowAnswers(reply: (call: Call) => Reply | Promise<Reply>) {
   };
 }
 
+/**
+ * `reply` (a fake API), each presence read answered `delayMs()` of the fake
+ * clock after it is sent (a slow network).
+ */
+function lateReads(
+  reply: (call: Call) => Reply | Promise<Reply>,
+  clock: FakeClock,
+  delayMs: () => number,
+) {
+  return async (call: Call): Promise<Reply> => {
+    const ms = call.name === "presence" ? delayMs() : 0;
+    if (ms > 0) await new Promise<void>((r) => clock.setTimeout(r, ms));
+    return await reply(call);
+  };
+}
+
 /** A bus that also counts what it delivers. */
 function countingBus() {
   const bus = new FakeBus();
@@ -2671,14 +2687,8 @@ Deno.test("PresenceKit.watch tabs: after a failover whose database clock is behi
 
 Deno.test("PresenceKit.watch tabs: reads slower than two intervals (a phone's network at a short watchIntervalMs) keep the followers following: none polls for itself while the polling tab's read is on its way (kit3 F4)", async () => {
   const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
-  const server = changingServer(30);
   // Each read answered 4 s after it is sent, within requestTimeoutMs (10 s).
-  const api = async (call: Call): Promise<Reply> => {
-    if (call.name === "presence") {
-      await new Promise<void>((r) => clock.setTimeout(r, 4_000));
-    }
-    return server.reply(call);
-  };
+  const api = lateReads(changingServer(30).reply, clock, () => 4_000);
   const a = watchingTab(bus, locks, clock, api, "ana", 1_000);
   await clock.advance(0);
   const followers = [1, 2, 3].map(() =>
@@ -2732,14 +2742,12 @@ Deno.test("PresenceKit.watch tabs: a follower of a hung polling tab (it holds th
 
 Deno.test("PresenceKit.watch tabs: a tab that starts watching while the polling tab's slow read is on its way waits for that read instead of polling for itself (fresh6 L1)", async () => {
   const bus = new FakeBus(), locks = new FakeLocks(), clock = new FakeClock();
-  const server = changingServer(30);
   let slow = false;
-  const api = async (call: Call): Promise<Reply> => {
-    if (slow && call.name === "presence") {
-      await new Promise<void>((r) => clock.setTimeout(r, 20_000));
-    }
-    return server.reply(call);
-  };
+  const api = lateReads(
+    changingServer(30).reply,
+    clock,
+    () => slow ? 20_000 : 0,
+  );
   const options = { clock, locks, watchIntervalMs: 1_000 };
   const a = setup({
     ...options,
