@@ -2748,26 +2748,25 @@ Deno.test("PresenceKit.watch tabs: a tab that starts watching while the polling 
     clock,
     () => slow ? 20_000 : 0,
   );
-  const options = { clock, locks, watchIntervalMs: 1_000 };
-  const a = setup({
-    ...options,
-    tabs: bus.channel(),
-    requestTimeoutMs: 30_000,
-  });
-  a.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
-  a.client.reply = api;
-  a.kit.watch(() => {});
+  // A tab of ana's watching at 1 s, with a 30 s request timeout.
+  const tab = () => {
+    const t = setup({
+      clock,
+      locks,
+      watchIntervalMs: 1_000,
+      tabs: bus.channel(),
+      requestTimeoutMs: 30_000,
+    });
+    t.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
+    t.client.reply = api;
+    t.kit.watch(() => {});
+    return t;
+  };
+  const a = tab();
   await clock.advance(0); // a's first read, quick: it has a map
   slow = true;
   await clock.advance(1_500); // a's second read is on its way (20 s)
-  const f = setup({
-    ...options,
-    tabs: bus.channel(),
-    requestTimeoutMs: 30_000,
-  });
-  f.client.emitAuth("SIGNED_IN", { access_token: tokenFor("ana") });
-  f.client.reply = api;
-  f.kit.watch(() => {});
+  const f = tab();
   await clock.advance(15_000);
   assert.equal(
     f.client.calls.filter((c) => c.name === "presence").length,
