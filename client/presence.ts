@@ -1378,14 +1378,7 @@ export class PresenceKit {
         const body: Record<string, unknown> = { limit: this.#pageSize };
         if (since !== null) body.cursor = since;
         if (afterId !== null) body.after_id = afterId;
-        if (forOthers && w.share) {
-          this.#tell({
-            kind: "reading",
-            tab: this.#tabId,
-            user: w.share.user,
-            every: w.share.every,
-          });
-        }
+        if (forOthers && w.share) this.#tellReading(w.share);
         const answer = await this.#invoke("presence", body);
         if (w.stopped) return;
         if (_tokenExpired(answer) && !refreshed) {
@@ -1687,6 +1680,16 @@ export class PresenceKit {
 
   // To the other tabs, and to this kit's own other watchers (a channel
   // does not deliver to the object that posts).
+  // The polling tab's read (a page of it) is on its way (`TabReading`).
+  #tellReading(share: _Share): void {
+    this.#tell({
+      kind: "reading",
+      tab: this.#tabId,
+      user: share.user,
+      every: share.every,
+    });
+  }
+
   #tell(m: _WatchMessage): void {
     this.#tabs?.post(m);
     this.#heardWatch(structuredClone(m));
@@ -1740,12 +1743,7 @@ export class PresenceKit {
         // its way: told so, after the answer (which winds its watchdog), so
         // that it waits for the read.
         if (share.leading && w.busy && m.watcher !== w.id) {
-          this.#tell({
-            kind: "reading",
-            tab: this.#tabId,
-            user: share.user,
-            every: share.every,
-          });
+          this.#tellReading(share);
         }
       } else if (!share.leading && (m.to === null || m.to === w.id)) {
         // One polling tab is followed: the one heard first, until another

@@ -201,11 +201,15 @@ export async function linkableAddress(
   account: AddressClaim,
   autoconfirm: () => Promise<boolean>,
 ): Promise<boolean> {
-  if (
-    account.emailConfirmed &&
-    _names(account.appMetadata[SET_BY_AUTH_SYNC], account.email)
-  ) return true;
+  if (account.emailConfirmed && _setByAuthSync(account)) return true;
   return await ownsAddress(account, autoconfirm);
+}
+
+// Whether the account's current address is the one auth-sync set on it
+// (SET_BY_AUTH_SYNC): it links the row (linkableAddress), and carries no
+// mail proof (ownsAddress).
+function _setByAuthSync(account: AddressClaim): boolean {
+  return _names(account.appMetadata[SET_BY_AUTH_SYNC], account.email);
 }
 
 // Whether a recorded address names `email` (both trimmed, case-insensitive).
@@ -257,7 +261,7 @@ export async function ownsAddress(
   // administrator by `rol` is not the operator: the mail proof of the
   // account's earlier address, which Auth carries over, would let one park
   // an account it controls on an address the operator lists later.
-  if (_names(account.appMetadata[SET_BY_AUTH_SYNC], account.email)) {
+  if (_setByAuthSync(account)) {
     return false;
   }
   return account.confirmedAfterMail && !(await autoconfirm());

@@ -89,13 +89,13 @@ async function _settleOpen(
     order by i.created_at
     limit ${MAX_SYNC_LIMIT}
   `;
-  if (input.dry_run) {
-    return open.map((i) => ({
-      intent_id: i.id,
-      target_id: Number(i.target_id),
-      outcome: "open",
-    }));
-  }
+  // An intent listed as it is, not settled: on a dry run, or its row busy.
+  const asOpen = (i: (typeof open)[number]): SettledView => ({
+    intent_id: i.id,
+    target_id: Number(i.target_id),
+    outcome: "open",
+  });
+  if (input.dry_run) return open.map(asOpen);
   const settled: SettledView[] = [];
   const busy: number[] = [];
   for (const targetId of new Set(open.map((i) => Number(i.target_id)))) {
@@ -114,11 +114,7 @@ async function _settleOpen(
       if (!asDbBusy(error)) throw error;
       busy.push(targetId);
       settled.push(
-        ...open.filter((i) => Number(i.target_id) === targetId).map((i) => ({
-          intent_id: i.id,
-          target_id: targetId,
-          outcome: "open",
-        })),
+        ...open.filter((i) => Number(i.target_id) === targetId).map(asOpen),
       );
     } finally {
       await releaseLease(sql, lease);
