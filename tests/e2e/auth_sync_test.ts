@@ -23,7 +23,7 @@ import {
   droppedConnection,
 } from "../support/faults.ts";
 import { call, invoke, type Invoked } from "../support/invoke.ts";
-import { logLines } from "../support/logs.ts";
+import { jsonLines, logLines } from "../support/logs.ts";
 import {
   startTestStack,
   type TestStack,
@@ -2097,9 +2097,7 @@ if (Deno.env.get("TEST_DATABASE_URL")) {
         assert.equal(outcomes[v.rowId!], "applied");
       });
       await app;
-      const line = lines.filter((l) => l.startsWith("{")).map((l) =>
-        JSON.parse(l)
-      ).find((l) => l.msg === "Request handled");
+      const line = jsonLines(lines).find((l) => l.msg === "Request handled");
       assert.equal(line?.level, "warn", lines.join("\n"));
       assert.deepEqual(line?.targets_busy, [u.rowId]);
       assert.equal((await row(u.rowId!)).correo, u.email);

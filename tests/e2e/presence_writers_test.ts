@@ -27,7 +27,7 @@ import { throwawayCluster } from "../../local/testing/cluster.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { answerHoldingProxy } from "../support/faults.ts";
 import { invoke } from "../support/invoke.ts";
-import { logLines } from "../support/logs.ts";
+import { jsonLines, logLines } from "../support/logs.ts";
 import { startTestStack, type TestStack } from "../support/stack.ts";
 
 const stack: TestStack = await startTestStack();
@@ -434,10 +434,8 @@ e2eTest(
         assert.equal(still.resync, true, `${what}, a second poll`);
         cursor = still.cursor;
       });
-      const said = lines.filter((l) => l.startsWith("{")).map((l) =>
-        JSON.parse(l)
-      ).filter((l) =>
-        l.fn === "presence" && /change log/.test(l.change_log ?? "")
+      const said = jsonLines(lines).filter((l) =>
+        l.fn === "presence" && /change log/.test(String(l.change_log ?? ""))
       );
       assert.equal(said.length, 2, `${what}: ${lines.join("\n")}`);
       // The stack's presence handler warned at its first such read (the
@@ -482,9 +480,8 @@ e2eTest(
         assert.deepEqual(origin.users.map((u) => u.id), [other.rowId]);
         cursor = origin.cursor;
       });
-      const said = lines.filter((l) => l.startsWith("{")).map((l) =>
-        JSON.parse(l)
-      ).filter((l) => l.fn === "presence").map((l) => l.change_log);
+      const said = jsonLines(lines).filter((l) => l.fn === "presence")
+        .map((l) => String(l.change_log));
       assert.equal(said.length, 2, lines.join("\n"));
       for (const line of said) assert.match(line, /origin sessions only/);
     } finally {

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
 import { call } from "../support/invoke.ts";
-import { logLines } from "../support/logs.ts";
+import { jsonLines, logLines } from "../support/logs.ts";
 import {
   startTestStack,
   type TestStack,
@@ -518,8 +518,7 @@ e2eTest(
         "one check, its answer shared by the burst",
       );
       // Each refusal's own line says why its rol counted for nothing.
-      const refused = lines.filter((l) => l.startsWith("{"))
-        .map((l) => JSON.parse(l)).filter((l) => l.fn === "auth-sync");
+      const refused = jsonLines(lines).filter((l) => l.fn === "auth-sync");
       assert.deepEqual(
         refused.map((l) => [l.level, l.status, l.rol_ignored]),
         Array(8).fill(["warn", 403, "rights_writable"]),

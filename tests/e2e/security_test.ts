@@ -10,7 +10,7 @@ import type { SupabaseClient } from "@supabase/supabase-js";
 import postgres from "postgres";
 import { createTestDatabase } from "../../local/testing/database.ts";
 import { closeStackAfterAll, e2eTest } from "../support/e2e.ts";
-import { logLines } from "../support/logs.ts";
+import { jsonLines, logLines } from "../support/logs.ts";
 import { adminWriteProxy, authServerError } from "../support/faults.ts";
 import { call, invoke } from "../support/invoke.ts";
 import {
@@ -804,8 +804,7 @@ e2eTest(
       });
       assert.equal(forbidden.status, 403);
     });
-    const refused = lines.filter((l) => l.startsWith("{"))
-      .map((l) => JSON.parse(l)).filter((l) => l.fn === "auth-sync");
+    const refused = jsonLines(lines).filter((l) => l.fn === "auth-sync");
     assert.deepEqual(refused.map((l) => [l.level, l.status, l.code]), [
       ["warn", 401, "invalid_token"],
       ["warn", 403, "admin_required"],

@@ -22,9 +22,23 @@ export async function logLines(
   return lines;
 }
 
+/** A structured log line (`_shared/log.ts` `logEvent`), parsed. */
+export interface LogLine {
+  level?: string;
+  msg?: string;
+  /** The function that wrote it. */
+  fn?: string;
+  [field: string]: unknown;
+}
+
+/** The structured (JSON) lines among `lines`, parsed. */
+export function jsonLines(lines: readonly string[]): LogLine[] {
+  return lines.filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as LogLine);
+}
+
 /** The `msg` of each `{"level":"warn",…}` line among `lines`. */
 export function warnings(lines: readonly string[]): string[] {
-  return lines.filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l) as { level?: string; msg?: string })
-    .filter((l) => l.level === "warn").map((l) => String(l.msg));
+  return jsonLines(lines).filter((l) => l.level === "warn")
+    .map((l) => String(l.msg));
 }

@@ -21,6 +21,13 @@ const ok = createFunction(
   () => Promise.resolve(new Response("done")),
 );
 
+/** The answer to a POST of a function whose work throws `error`. */
+function answerTo(error: unknown): Promise<Response> {
+  return createFunction("t", (n) => env[n], () => Promise.reject(error))(
+    new Request("http://x/", { method: "POST" }),
+  );
+}
+
 Deno.test("createFunction: a CORS preflight gets 204 with CORS headers", async () => {
   const res = await ok(
     new Request("http://x/", {
@@ -153,17 +160,13 @@ Deno.test("createFunction: a statement timeout or lock timeout answers 503 db_ti
     message: "canceling statement due to lock timeout",
     code: "55P03",
   } as unknown as string);
-  const failing = (error: unknown) =>
-    createFunction("t", (n) => env[n], () => Promise.reject(error));
   for (
     const error of [
       lockTimeout,
       new HttpError("presence_update_failed", { cause: lockTimeout }),
     ]
   ) {
-    const res = await failing(error)(
-      new Request("http://x/", { method: "POST" }),
-    );
+    const res = await answerTo(error);
     assert.equal(res.status, 503);
     assert.equal(res.headers.get("retry-after"), "1");
     assert.equal(res.headers.get("access-control-allow-origin"), "*");
@@ -174,9 +177,9 @@ Deno.test("createFunction: a statement timeout or lock timeout answers 503 db_ti
     });
   }
   // auth-sync's answers that say what was done keep their code.
-  const kept = await failing(
+  const kept = await answerTo(
     new HttpError("sync_failed", { cause: lockTimeout }),
-  )(new Request("http://x/", { method: "POST" }));
+  );
   assert.equal(kept.status, 500);
   assert.equal((await kept.json()).code, "sync_failed");
 });
@@ -186,11 +189,7 @@ Deno.test("createFunction: a statement that finds the project's schema, table or
     message: 'schema "presence" does not exist',
     code: "3F000",
   } as unknown as string);
-  const res = await createFunction(
-    "t",
-    (n) => env[n],
-    () => Promise.reject(missing),
-  )(new Request("http://x/", { method: "POST" }));
+  const res = await answerTo(missing);
   assert.equal(res.status, 500);
   const body = await res.json();
   assert.equal(body.code, "migration_missing");
@@ -214,11 +213,7 @@ Deno.test("createFunction: a database failure no handler named is a 500 internal
     [new TypeError("not a database failure"), undefined],
   ];
   for (const [error, named] of cases) {
-    const res = await createFunction(
-      "t",
-      (n) => env[n],
-      () => Promise.reject(error),
-    )(new Request("http://x/", { method: "POST" }));
+    const res = await answerTo(error);
     assert.equal(res.status, 500);
     assert.equal(res.headers.get("access-control-allow-origin"), "*");
     const body = await res.json();
@@ -301,16 +296,10 @@ Deno.test("createFunction: an x-request-id that is not a short plain token is no
 });
 
 Deno.test("createFunction: a refused call's log line says why (status, code, and the public reason)", async () => {
-  const refuse = createFunction(
-    "t",
-    (n) => env[n],
-    () =>
-      Promise.reject(
-        new HttpError("invalid_token", { extra: { error: "JWT expired" } }),
-      ),
-  );
   const lines = await logged(async () => {
-    const res = await refuse(new Request("http://x/", { method: "POST" }));
+    const res = await answerTo(
+      new HttpError("invalid_token", { extra: { error: "JWT expired" } }),
+    );
     assert.equal(res.status, 401);
     await res.body?.cancel();
   });
@@ -338,11 +327,7 @@ Deno.test("createFunction: a row the database refused (422) logs the database's 
   const seen: string[] = [];
   const lines = await logged(async () => {
     for (const answer of answers) {
-      const res = await createFunction(
-        "t",
-        (n) => env[n],
-        () => Promise.reject(answer),
-      )(new Request("http://x/", { method: "POST" }));
+      const res = await answerTo(answer);
       seen.push(await res.text());
     }
   });
